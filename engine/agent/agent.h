@@ -1,0 +1,59 @@
+// The guest agent: one poll loop that serves the host over the virtio port.
+// Single-threaded on purpose: every exec, file transfer and the port itself
+// are file descriptors in one poll set, so there are no locks and a stuck
+// command cannot stall the others.
+#pragma once
+
+#include "protocol.h"
+
+#include <sys/types.h>
+
+#include <map>
+#include <memory>
+#include <string>
+
+namespace sandcastle::agent {
+
+constexpr uid_t kSandboxUid = 1000;
+constexpr gid_t kSandboxGid = 1000;
+
+class Agent {
+public:
+    explicit Agent(int portFd);
+    ~Agent();
+    /// Runs forever; returns only if the port is unusable.
+    int run();
+
+private:
+    struct Exec;
+    struct Upload;
+    struct Download;
+
+    void handleFrame(const proto::Frame &f);
+    void startExec(const proto::Frame &f);
+    void openUpload(const proto::Frame &f);
+    void openDownload(const proto::Frame &f);
+    void pumpDownloads();
+    void readOutput(uint32_t id, Exec &e, int stream);
+    void reapChildren();
+    void finishExec(uint32_t id);
+    void checkDeadlines();
+    void readPort();
+    void flushPort();
+    void send(proto::Type type, uint32_t id, std::string_view payload = {});
+    void sendError(uint32_t id, proto::ErrorCode code, const std::string &message);
+    bool outputRoom() const;
+
+    int port_;
+    int sigFd_ = -1;
+    bool hostConnected_ = true;
+    long long nextPortCheckMs_ = 0;
+    proto::FrameReader reader_;
+    std::string out_;
+    size_t outPos_ = 0;
+    std::map<uint32_t, std::unique_ptr<Exec>> execs_;
+    std::map<uint32_t, std::unique_ptr<Upload>> uploads_;
+    std::map<uint32_t, std::unique_ptr<Download>> downloads_;
+};
+
+} // namespace sandcastle::agent

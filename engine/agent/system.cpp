@@ -1,0 +1,101 @@
+#include "system.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+
+namespace sandcastle::agent {
+
+long long nowMs()
+{
+    timespec ts{};
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
+}
+
+void logLine(const std::string &line)
+{
+    int fd = open("/dev/console", O_WRONLY | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0)
+        fd = dup(STDERR_FILENO);
+    std::string l = "sandcastle-agent: " + line + "\n";
+    ssize_t ignored = write(fd, l.data(), l.size());
+    (void)ignored;
+    close(fd);
+}
+
+static void mountOrLog(const char *src, const char *target, const char *type, unsigned long flags,
+                       const char *data)
+{
+    mkdir(target, 0755);
+    if (mount(src, target, type, flags, data) != 0 && errno != EBUSY)
+        logLine(std::string("mount ") + target + ": " + strerror(errno));
+}
+
+void initSystem()
+{
+    // /run was mounted by the initramfs (it holds this binary).
+    mountOrLog("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr);
+    mountOrLog("sysfs", "/sys", "sysfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr);
+    mountOrLog("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC, "gid=5,mode=620,ptmxmode=666");
+    mountOrLog("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777");
+    mountOrLog("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777");
+    mountOrLog("cgroup2", "/sys/fs/cgroup", "cgroup2", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr);
+    sethostname("sandbox", 7);
+    umask(022);
+    setenv("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", 1);
+
+    // Boot steps that are easier in shell (loopback, network, firewall, disk
+    // growth) come with the initramfs; the agent waits for them so no command
+    // runs before the guest's own rules are in place.
+    if (access("/run/sandcastle/boot.sh", X_OK) == 0) {
+        pid_t pid = fork();
+        if (pid == 0) {
+            execl("/bin/sh", "sh", "/run/sandcastle/boot.sh", (char *)nullptr);
+            _exit(127);
+        }
+        int status = 0;
+        while (pid > 0 && waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+        }
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+            logLine("boot.sh failed with status " + std::to_string(status));
+    }
+}
+
+std::string findPort(const std::string &name)
+{
+    DIR *dir = opendir("/sys/class/virtio-ports");
+    if (!dir)
+        return {};
+    std::string found;
+    while (dirent *e = readdir(dir)) {
+        if (e->d_name[0] == '.')
+            continue;
+        std::string base = std::string("/sys/class/virtio-ports/") + e->d_name;
+        FILE *f = fopen((base + "/name").c_str(), "re");
+        if (!f)
+            continue;
+        char buf[256] = {0};
+        if (fgets(buf, sizeof buf, f)) {
+            std::string n(buf);
+            while (!n.empty() && (n.back() == '\n' || n.back() == '\r'))
+                n.pop_back();
+            if (n == name)
+                found = std::string("/dev/") + e->d_name;
+        }
+        fclose(f);
+        if (!found.empty())
+            break;
+    }
+    closedir(dir);
+    return found;
+}
+
+} // namespace sandcastle::agent

@@ -1,0 +1,23 @@
+// What the agent does to the guest system itself: bring it up as PID 1 and
+// find its virtio-serial port. Plain POSIX, no Qt.
+#pragma once
+
+#include <string>
+
+namespace sandcastle::agent {
+
+/// When the agent is PID 1: mounts /proc, /sys, /dev/pts, /run, /tmp, sets
+/// the hostname and runs /run/sandcastle/boot.sh if the image has one.
+void initSystem();
+
+/// Path of the /dev node of the virtio port named `name`, or empty.
+/// There is no udev in the guest, so /dev/virtio-ports/ does not exist.
+std::string findPort(const std::string &name);
+
+/// Monotonic milliseconds.
+long long nowMs();
+
+/// Writes a line to the console (serial log); for boot and fatal messages.
+void logLine(const std::string &line);
+
+} // namespace sandcastle::agent

@@ -1,0 +1,182 @@
+#!/usr/bin/env bash
+# Builds Sandcastle's guest image from Debian packages, or finds it cached.
+#
+#   build-image.sh --agent PATH [--cache DIR] [--suite bookworm] [--mirror URL]
+#
+# Two layers, each cached under a hash of its inputs:
+#   rootfs-<hash>/  the slow part (minutes): mmdebstrap root filesystem as a
+#                   read-only qcow2 base, plus the kernel and its modules;
+#   boot-<hash>/    the quick part (seconds): the initramfs with the agent.
+# Each layer is built in a temporary folder and renamed into place only when
+# complete, so a failed or interrupted build never leaves an image that is
+# later used. `<cache>/current` points at the boot layer in use; its
+# manifest.json names the kernel, initramfs and base image.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+agent=""
+suite=bookworm
+mirror=""
+if [ "$(id -u)" = 0 ]; then
+  cache=${SANDCASTLE_IMAGE_DIR:-/var/lib/sandcastle/images}
+else
+  cache=${SANDCASTLE_IMAGE_DIR:-${XDG_DATA_HOME:-$HOME/.local/share}/sandcastle/images}
+fi
+
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --agent) agent=$2; shift 2 ;;
+    --cache) cache=$2; shift 2 ;;
+    --suite) suite=$2; shift 2 ;;
+    --mirror) mirror=$2; shift 2 ;;
+    *) echo "usage: $0 --agent PATH [--cache DIR] [--suite S] [--mirror URL]" >&2; exit 2 ;;
+  esac
+done
+
+die() { echo "guest image: error: $*" >&2; exit 1; }
+[ -n "$agent" ] && [ -x "$agent" ] || die "--agent must name the built sandcastle-agent binary"
+if [ -z "$mirror" ]; then
+  # Use the mirror this machine's apt already reaches.
+  mirror=$(grep -rhoE '^URIs: *\S+/debian/?$|^deb +\S+/debian/? ' /etc/apt/sources.list.d/ /etc/apt/sources.list 2>/dev/null |
+    head -n1 | awk '{print $2}' || true)
+  mirror=${mirror:-http://deb.debian.org/debian}
+fi
+
+start=$(date +%s)
+step() { printf '[guest image %3ss] %s\n' "$(($(date +%s) - start))" "$*"; }
+hash_of() { cat "$@" | sha256sum | cut -c1-16; }
+
+mkdir -p "$cache"
+chmod 0755 "$cache"
+exec 9>"$cache/.lock"
+flock 9 # one build at a time per cache; a second caller waits, then finds it cached
+
+rootfs_hash=$(printf 'rootfs-v1 %s\n' "$suite" | cat - "$here/rootfs-packages.txt" "$here/rootfs-setup.sh" | sha256sum | cut -c1-16)
+rootfs_dir="$cache/rootfs-$rootfs_hash"
+
+tmp=""
+cleanup() {
+  local rc=$?
+  if [ -n "$tmp" ] && [ -e "$tmp" ]; then
+    # mmdebstrap may leave /proc, /sys and /dev mounts behind when it is
+    # interrupted: unmount them before deleting anything.
+    grep -o " $tmp/[^ ]*" /proc/mounts | sort -r | xargs -r -n1 umount -l 2>/dev/null || true
+    rm -rf --one-file-system "$tmp"
+  fi
+  [ $rc -ne 0 ] && echo "guest image: build failed (exit $rc); nothing half-built was kept" >&2
+  exit $rc
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+build_rootfs() {
+  [ "$(id -u)" = 0 ] || die "building the root filesystem needs root (mmdebstrap, file ownership); run this once with sudo"
+  local free_kib
+  free_kib=$(df -Pk "$cache" | awk 'NR==2 {print $4}')
+  [ "$free_kib" -ge $((6 * 1024 * 1024)) ] || die "need 6 GiB free in $cache, have $((free_kib / 1024)) MiB"
+  tmp="$rootfs_dir.tmp.$$"
+  rm -rf "$tmp"
+  mkdir -p "$tmp/root"
+  local pkgs
+  pkgs=$(grep -vE '^\s*(#|$)' "$here/rootfs-packages.txt" | paste -sd, -)
+  step "1/4 debootstrapping $suite from $mirror (takes minutes; downloads ~400 MB)"
+  mmdebstrap --mode=root --variant=minbase --include="$pkgs" \
+    --aptopt='Acquire::Retries "3"' \
+    --customize-hook="cp '$here/rootfs-setup.sh' \"\$1/tmp/setup.sh\" && chroot \"\$1\" sh /tmp/setup.sh && rm \"\$1/tmp/setup.sh\"" \
+    "$suite" "$tmp/root" "$mirror" 2>&1 |
+    while IFS= read -r line; do printf '  %s\n' "$line"; done
+  [ "${PIPESTATUS[0]}" = 0 ] || die "mmdebstrap failed (network or mirror unreachable? see above)"
+
+  step "2/4 taking out the kernel and modules"
+  local vmlinuz kver
+  vmlinuz=$(ls "$tmp"/root/boot/vmlinuz-* | sort -V | tail -n1)
+  kver=${vmlinuz##*/vmlinuz-}
+  cp "$vmlinuz" "$tmp/vmlinuz"
+  mkdir -p "$tmp/modules"
+  cp -a "$tmp/root/usr/lib/modules/$kver" "$tmp/modules/"
+  echo "$kver" >"$tmp/kernel-version"
+  rm -f "$tmp"/root/boot/vmlinuz-* "$tmp"/root/boot/System.map-*
+
+  step "3/4 making the ext4 filesystem"
+  mke2fs -q -t ext4 -L sandcastle-root -d "$tmp/root" "$tmp/root.img" 3G ||
+    die "mke2fs failed (disk full?)"
+  rm -rf "$tmp/root"
+
+  step "4/4 converting to a read-only qcow2 base"
+  qemu-img convert -O qcow2 "$tmp/root.img" "$tmp/base.qcow2" || die "qemu-img convert failed (disk full?)"
+  rm -f "$tmp/root.img"
+  chmod 0444 "$tmp/base.qcow2" "$tmp/vmlinuz"
+  chmod -R a+rX "$tmp"
+  mv "$tmp" "$rootfs_dir"
+  tmp=""
+}
+
+# The modules the initramfs loads, with their dependencies first.
+module_list() {
+  local moddir=$1
+  local wanted="virtio_pci virtio_blk virtio_console virtio_net virtio-rng crc32c_generic ext4"
+  awk -v want="$wanted" '
+    BEGIN { n = split(want, w, " "); for (i = 1; i <= n; i++) order[i] = w[i] }
+    {
+      key = $1; sub(/:$/, "", key)
+      base = key; sub(/.*\//, "", base); sub(/\.ko$/, "", base)
+      path[base] = key
+      deps[base] = ""
+      for (i = 2; i <= NF; i++) { d = $i; sub(/.*\//, "", d); sub(/\.ko$/, "", d); deps[base] = deps[base] " " d }
+    }
+    function visit(m,   k, parts, j) {
+      if (m in seen) return
+      seen[m] = 1
+      if (!(m in path)) { print "missing module " m > "/dev/stderr"; exit 1 }
+      k = split(deps[m], parts, " ")
+      for (j = k; j >= 1; j--) visit(parts[j])
+      print path[m]
+    }
+    END { for (i = 1; i <= n; i++) visit(order[i]) }
+  ' "$moddir/modules.dep"
+}
+
+if [ -f "$rootfs_dir/base.qcow2" ]; then
+  step "root filesystem rootfs-$rootfs_hash is cached"
+else
+  build_rootfs
+fi
+
+kver=$(cat "$rootfs_dir/kernel-version")
+moddir="$rootfs_dir/modules/$kver"
+boot_hash=$( (echo "$rootfs_hash" && module_list "$moddir" && cat "$here/initramfs-init.sh" "$here/guest-boot.sh" "$agent" /bin/busybox) | sha256sum | cut -c1-16)
+boot_dir="$cache/boot-$boot_hash"
+
+if [ -f "$boot_dir/manifest.json" ]; then
+  step "boot layer boot-$boot_hash is cached"
+else
+  step "building the initramfs (agent, busybox, $(module_list "$moddir" | wc -l) modules)"
+  tmp="$boot_dir.tmp.$$"
+  rm -rf "$tmp"
+  mkdir -p "$tmp/initramfs/bin" "$tmp/initramfs/modules" "$tmp/initramfs/proc" "$tmp/initramfs/sys" "$tmp/initramfs/dev"
+  cp /bin/busybox "$tmp/initramfs/bin/busybox"
+  ln -s busybox "$tmp/initramfs/bin/sh"
+  install -m 0755 "$here/initramfs-init.sh" "$tmp/initramfs/init"
+  install -m 0755 "$agent" "$tmp/initramfs/sandcastle-agent"
+  install -m 0755 "$here/guest-boot.sh" "$tmp/initramfs/boot.sh"
+  module_list "$moddir" | while read -r m; do
+    cp "$moddir/$m" "$tmp/initramfs/modules/"
+    basename "$m" >>"$tmp/initramfs/modules.list"
+  done
+  # Uncompressed: under emulation, inflating costs more than loading.
+  (cd "$tmp/initramfs" && find . | LC_ALL=C sort | cpio --quiet -o -H newc -R 0:0) >"$tmp/initrd.img"
+  rm -rf "$tmp/initramfs"
+  jq -n --arg kernel "$rootfs_dir/vmlinuz" --arg initrd "$boot_dir/initrd.img" \
+    --arg base "$rootfs_dir/base.qcow2" --arg kver "$kver" --arg suite "$suite" \
+    --arg rootfs "$rootfs_hash" --arg boot "$boot_hash" \
+    '{kernel: $kernel, initrd: $initrd, base: $base, kernel_version: $kver, suite: $suite, rootfs_hash: $rootfs, boot_hash: $boot, format: 1}' \
+    >"$tmp/manifest.json"
+  chmod -R a+rX "$tmp"
+  mv "$tmp" "$boot_dir"
+  tmp=""
+fi
+
+ln -sfn "boot-$boot_hash" "$cache/current.tmp.$$"
+mv -T "$cache/current.tmp.$$" "$cache/current"
+step "ready: $boot_dir"
+echo "$boot_dir/manifest.json"
