@@ -1,0 +1,424 @@
+#include "guestchannel.h"
+
+#include <QCoreApplication>
+#include <QPromise>
+
+namespace sandcastle {
+
+using proto::Frame;
+using proto::Type;
+using Kind = EngineError::Kind;
+
+EngineError::Kind kindForAgentError(proto::ErrorCode code)
+{
+    switch (code) {
+    case proto::ErrorCode::NotFound:
+        return Kind::NotFound;
+    case proto::ErrorCode::PermissionDenied:
+        return Kind::PermissionDenied;
+    case proto::ErrorCode::InvalidArgument:
+        return Kind::InvalidArgument;
+    case proto::ErrorCode::TooLarge:
+        return Kind::TooLarge;
+    case proto::ErrorCode::NoSpace:
+        return Kind::NoSpace;
+    default:
+        return Kind::Internal;
+    }
+}
+
+namespace {
+
+EngineError agentError(const Frame &f)
+{
+    proto::PayloadReader r(f.payload);
+    auto code = proto::ErrorCode(r.u32());
+    QString message = QString::fromUtf8(r.bytes());
+    if (!r.ok())
+        return {Kind::Internal, QStringLiteral("the guest agent sent an unreadable error")};
+    return {kindForAgentError(code), message};
+}
+
+} // namespace
+
+/// One operation waiting for the agent. Completes exactly once: by a frame,
+/// by its deadline, or by the connection going away.
+class GuestChannel::Pending {
+public:
+    virtual ~Pending() = default;
+    /// Handles a frame for this operation; true when the operation is done.
+    virtual bool onFrame(const Frame &f) = 0;
+    virtual void fail(const EngineError &e) = 0;
+};
+
+namespace {
+
+template <typename T>
+class PendingOf : public GuestChannel::Pending {
+public:
+    PendingOf() : promise_(std::make_shared<QPromise<Result<T>>>()) { promise_->start(); }
+    ~PendingOf() override
+    {
+        fail({Kind::Unavailable, QStringLiteral("the guest channel was closed")});
+    }
+    QFuture<Result<T>> future() { return promise_->future(); }
+    void resolve(Result<T> r)
+    {
+        if (done_)
+            return;
+        done_ = true;
+        // Complete from the event loop, never from inside the channel's own
+        // frame handling: a continuation may use or delete the channel.
+        QMetaObject::invokeMethod(
+            QCoreApplication::instance(),
+            [p = promise_, r = std::move(r)]() mutable {
+                p->addResult(std::move(r));
+                p->finish();
+            },
+            Qt::QueuedConnection);
+    }
+    void fail(const EngineError &e) override { resolve(std::unexpected(e)); }
+
+private:
+    std::shared_ptr<QPromise<Result<T>>> promise_;
+    bool done_ = false;
+};
+
+class HelloPending : public PendingOf<QString> {
+public:
+    bool onFrame(const Frame &f) override
+    {
+        if (f.type != Type::Ready)
+            return false;
+        proto::PayloadReader r(f.payload);
+        quint32 version = r.u32();
+        QString agentVersion = QString::fromUtf8(r.bytes());
+        if (!r.ok() || version != proto::kVersion)
+            fail({Kind::Unavailable, QStringLiteral("the guest agent speaks protocol version %1, "
+                                                    "Sandcastle %2: rebuild the guest image")
+                                         .arg(version)
+                                         .arg(proto::kVersion)});
+        else
+            resolve(agentVersion);
+        return true;
+    }
+};
+
+class PingPending : public PendingOf<void> {
+public:
+    bool onFrame(const Frame &f) override
+    {
+        if (f.type == Type::Pong)
+            resolve({});
+        else if (f.type == Type::Error)
+            fail(agentError(f));
+        else
+            return false;
+        return true;
+    }
+};
+
+class ExecPending : public PendingOf<ExecResult> {
+public:
+    explicit ExecPending(qint64 cap) : cap_(cap) {}
+    bool onFrame(const Frame &f) override
+    {
+        switch (f.type) {
+        case Type::Stdout:
+            append(result_.stdoutData, f.payload);
+            return false;
+        case Type::Stderr:
+            append(result_.stderrData, f.payload);
+            return false;
+        case Type::Exited: {
+            proto::PayloadReader r(f.payload);
+            result_.exitCode = r.i32();
+            result_.timedOut = r.u8() != 0;
+            result_.durationMs = r.u32();
+            result_.stdoutBytes = qint64(r.u64());
+            result_.stderrBytes = qint64(r.u64());
+            if (!r.ok()) {
+                fail({Kind::Internal, QStringLiteral("the guest agent sent an unreadable exit status")});
+                return true;
+            }
+            result_.truncated = result_.timedOut || result_.stdoutBytes > cap_ ||
+                                result_.stderrBytes > cap_ || overflow_;
+            resolve(std::move(result_));
+            return true;
+        }
+        case Type::Error:
+            fail(agentError(f));
+            return true;
+        default:
+            return false;
+        }
+    }
+
+private:
+    // The cap holds here too: a hostile guest that ignores it cannot make
+    // the host buffer more than `cap` bytes per stream.
+    void append(QByteArray &to, const std::string &data)
+    {
+        qint64 room = cap_ - to.size();
+        if (qint64(data.size()) > room)
+            overflow_ = true;
+        if (room > 0)
+            to.append(data.data(), qsizetype(std::min<qint64>(room, qint64(data.size()))));
+    }
+    qint64 cap_;
+    bool overflow_ = false;
+    ExecResult result_;
+};
+
+class WritePending : public PendingOf<qint64> {
+public:
+    bool onFrame(const Frame &f) override
+    {
+        if (f.type == Type::Done) {
+            proto::PayloadReader r(f.payload);
+            resolve(qint64(r.u64()));
+        } else if (f.type == Type::Error) {
+            fail(agentError(f));
+        } else {
+            return false;
+        }
+        return true;
+    }
+};
+
+class ReadPending : public PendingOf<QByteArray> {
+public:
+    explicit ReadPending(qint64 limit) : limit_(limit) {}
+    bool onFrame(const Frame &f) override
+    {
+        switch (f.type) {
+        case Type::ReadData:
+            if (data_.size() + qint64(f.payload.size()) > limit_) {
+                fail({Kind::TooLarge, QStringLiteral("the file is larger than %1 bytes").arg(limit_)});
+                return true;
+            }
+            data_.append(f.payload.data(), qsizetype(f.payload.size()));
+            return false;
+        case Type::Done:
+            resolve(std::move(data_));
+            return true;
+        case Type::Error:
+            fail(agentError(f));
+            return true;
+        default:
+            return false;
+        }
+    }
+
+private:
+    qint64 limit_;
+    QByteArray data_;
+};
+
+} // namespace
+
+GuestChannel::GuestChannel(QString socketPath, QObject *parent)
+    : QObject(parent)
+    , path_(std::move(socketPath))
+{
+    retry_.setSingleShot(true);
+    retry_.setInterval(50);
+    connect(&retry_, &QTimer::timeout, this, &GuestChannel::tryConnect);
+    connect(&socket_, &QLocalSocket::readyRead, this, &GuestChannel::onReadyRead);
+    connect(&socket_, &QLocalSocket::disconnected, this, &GuestChannel::onDisconnected);
+    connect(&socket_, &QLocalSocket::connected, this, [this] { send(Type::Hello, helloId_); });
+    connect(&socket_, &QLocalSocket::errorOccurred, this, [this](QLocalSocket::LocalSocketError) {
+        // Before the agent is up, the socket may not exist yet: try again.
+        if (!up_ && helloId_ && pending_.count(helloId_) &&
+            socket_.state() == QLocalSocket::UnconnectedState)
+            retry_.start();
+    });
+}
+
+GuestChannel::~GuestChannel()
+{
+    socket_.disconnect(this);
+    pending_.clear(); // fails what is still waiting
+}
+
+bool GuestChannel::isConnected() const
+{
+    return up_ && socket_.state() == QLocalSocket::ConnectedState;
+}
+
+quint32 GuestChannel::add(std::unique_ptr<Pending> pending)
+{
+    quint32 id = nextId_++;
+    if (nextId_ == 0)
+        nextId_ = 1; // 0 is the agent's "not about a request"
+    pending_[id] = std::move(pending);
+    return id;
+}
+
+void GuestChannel::send(proto::Type type, quint32 id, std::string_view payload)
+{
+    std::string frame = proto::encodeFrame(type, id, payload);
+    socket_.write(frame.data(), qint64(frame.size()));
+}
+
+void GuestChannel::sendRaw(const QByteArray &bytes)
+{
+    socket_.write(bytes);
+}
+
+void GuestChannel::tryConnect()
+{
+    if (socket_.state() == QLocalSocket::UnconnectedState)
+        socket_.connectToServer(path_);
+}
+
+QFuture<Result<QString>> GuestChannel::connectToAgent(int timeoutMs)
+{
+    auto hello = std::make_unique<HelloPending>();
+    auto future = hello->future();
+    reader_ = proto::FrameReader();
+    helloId_ = add(std::move(hello));
+    const quint32 id = helloId_;
+    QTimer::singleShot(timeoutMs, this, [this, id, timeoutMs] {
+        auto it = pending_.find(id);
+        if (it == pending_.end())
+            return;
+        it->second->fail({Kind::Timeout, QStringLiteral("the guest agent did not answer within "
+                                                        "%1 s; the console log says why")
+                                             .arg(timeoutMs / 1000)});
+        pending_.erase(it);
+        retry_.stop();
+        socket_.abort();
+    });
+    tryConnect();
+    return future;
+}
+
+void GuestChannel::disconnectFromAgent()
+{
+    retry_.stop();
+    socket_.abort();
+}
+
+void GuestChannel::onReadyRead()
+{
+    QByteArray data = socket_.readAll();
+    reader_.feed(data.constData(), size_t(data.size()));
+    Frame f;
+    while (reader_.next(f)) {
+        quint32 id = f.id;
+        if (f.type == Type::Ready && id == 0)
+            id = helloId_; // the agent announces itself when it starts
+        auto it = pending_.find(id);
+        if (it == pending_.end())
+            continue; // a late answer to something that already timed out
+        if (it->second->onFrame(f)) {
+            pending_.erase(it);
+            if (id == helloId_) {
+                up_ = true;
+                helloId_ = 0;
+            }
+        }
+    }
+}
+
+void GuestChannel::onDisconnected()
+{
+    bool wasUp = up_;
+    up_ = false;
+    failAll({Kind::Unavailable, QStringLiteral("the connection to the guest agent was lost "
+                                               "(the VM stopped or was destroyed)")});
+    if (wasUp)
+        emit lost(QStringLiteral("guest agent connection lost"));
+}
+
+void GuestChannel::failAll(const EngineError &error)
+{
+    auto pending = std::move(pending_);
+    pending_.clear();
+    helloId_ = 0;
+    for (auto &[id, p] : pending)
+        p->fail(error);
+}
+
+QFuture<Result<ExecResult>> GuestChannel::exec(const ExecRequest &request)
+{
+    auto pending = std::make_unique<ExecPending>(request.outputCap);
+    auto future = pending->future();
+    if (!isConnected()) {
+        pending->fail({Kind::Unavailable, QStringLiteral("the guest agent is not connected")});
+        return future;
+    }
+    proto::PayloadWriter w;
+    w.u32(quint32(request.timeoutMs))
+        .u32(quint32(request.outputCap))
+        .bytes(request.command.toStdString())
+        .bytes(request.cwd.toStdString())
+        .u32(quint32(request.env.size()));
+    for (const auto &[name, value] : request.env)
+        w.bytes(name.toStdString()).bytes(value.toStdString());
+    if (w.data().size() > proto::kMaxPayload) {
+        pending->fail({Kind::TooLarge, QStringLiteral("command and env together exceed %1 bytes")
+                                           .arg(proto::kMaxPayload)});
+        return future;
+    }
+    quint32 id = add(std::move(pending));
+    send(Type::Exec, id, w.data());
+    // The agent enforces the timeout; this is the backstop for an agent that
+    // never reports back (a hostile or wedged guest).
+    QTimer::singleShot(request.timeoutMs + 30000, this, [this, id] {
+        auto it = pending_.find(id);
+        if (it == pending_.end())
+            return;
+        send(Type::Cancel, id);
+        it->second->fail({Kind::Timeout, QStringLiteral("the guest agent did not report the "
+                                                        "command's end 30 s after its timeout")});
+        pending_.erase(it);
+    });
+    return future;
+}
+
+QFuture<Result<qint64>> GuestChannel::writeFile(const QString &path, const QByteArray &data, int mode)
+{
+    auto pending = std::make_unique<WritePending>();
+    auto future = pending->future();
+    if (!isConnected()) {
+        pending->fail({Kind::Unavailable, QStringLiteral("the guest agent is not connected")});
+        return future;
+    }
+    quint32 id = add(std::move(pending));
+    send(Type::WriteOpen, id, proto::PayloadWriter().bytes(path.toStdString()).u32(quint32(mode)).data());
+    for (qsizetype off = 0; off < data.size(); off += qsizetype(proto::kChunkSize)) {
+        qsizetype n = std::min<qsizetype>(qsizetype(proto::kChunkSize), data.size() - off);
+        send(Type::WriteData, id, std::string_view(data.constData() + off, size_t(n)));
+    }
+    send(Type::WriteClose, id);
+    return future;
+}
+
+QFuture<Result<QByteArray>> GuestChannel::readFile(const QString &path, qint64 limit)
+{
+    auto pending = std::make_unique<ReadPending>(limit);
+    auto future = pending->future();
+    if (!isConnected()) {
+        pending->fail({Kind::Unavailable, QStringLiteral("the guest agent is not connected")});
+        return future;
+    }
+    quint32 id = add(std::move(pending));
+    send(Type::ReadOpen, id, proto::PayloadWriter().bytes(path.toStdString()).u64(quint64(limit)).data());
+    return future;
+}
+
+QFuture<Result<void>> GuestChannel::ping()
+{
+    auto pending = std::make_unique<PingPending>();
+    auto future = pending->future();
+    if (!isConnected()) {
+        pending->fail({Kind::Unavailable, QStringLiteral("the guest agent is not connected")});
+        return future;
+    }
+    send(Type::Ping, add(std::move(pending)));
+    return future;
+}
+
+} // namespace sandcastle

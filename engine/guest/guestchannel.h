@@ -1,0 +1,70 @@
+// The host end of the agent protocol over one sandbox's virtio-serial
+// socket. Asynchronous: every operation returns a future that completes on
+// the channel's thread when the agent answers; nothing here ever waits.
+#pragma once
+
+#include "../agent/protocol.h"
+#include "../errors.h"
+#include "exec.h"
+
+#include <QFuture>
+#include <QLocalSocket>
+#include <QObject>
+#include <QTimer>
+
+#include <memory>
+#include <unordered_map>
+
+namespace sandcastle {
+
+class GuestChannel : public QObject {
+    Q_OBJECT
+public:
+    explicit GuestChannel(QString socketPath, QObject *parent = nullptr);
+    ~GuestChannel() override;
+
+    /// Connects (retrying while the socket is not there yet) and waits for
+    /// the agent's Ready. Result: the agent's version string.
+    QFuture<Result<QString>> connectToAgent(int timeoutMs);
+
+    QFuture<Result<ExecResult>> exec(const ExecRequest &request);
+    /// Writes `data` to `path` in the guest as user `sandbox`, parents created.
+    QFuture<Result<qint64>> writeFile(const QString &path, const QByteArray &data, int mode = 0644);
+    /// Reads `path` as user `sandbox`; files over `limit` bytes are refused.
+    QFuture<Result<QByteArray>> readFile(const QString &path, qint64 limit);
+    QFuture<Result<void>> ping();
+
+    /// Closes the connection; pending operations fail. The agent keeps running.
+    void disconnectFromAgent();
+    bool isConnected() const;
+    /// Sends bytes as they are (tests use it to send garbage).
+    void sendRaw(const QByteArray &bytes);
+
+    class Pending;
+
+signals:
+    /// The connection broke after it was up (QEMU ended, or the guest died).
+    void lost(const QString &reason);
+
+private:
+    quint32 add(std::unique_ptr<Pending> pending);
+    void send(proto::Type type, quint32 id, std::string_view payload = {});
+    void onReadyRead();
+    void onDisconnected();
+    void tryConnect();
+    void failAll(const EngineError &error);
+
+    QString path_;
+    QLocalSocket socket_;
+    proto::FrameReader reader_;
+    quint32 nextId_ = 1;
+    std::unordered_map<quint32, std::unique_ptr<Pending>> pending_;
+    quint32 helloId_ = 0;
+    QTimer retry_;
+    bool up_ = false;
+};
+
+/// The engine error kind for an error code the agent sent.
+EngineError::Kind kindForAgentError(proto::ErrorCode code);
+
+} // namespace sandcastle

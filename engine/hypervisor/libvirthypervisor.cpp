@@ -1,0 +1,177 @@
+#include "libvirthypervisor.h"
+
+#include <QDir>
+#include <QFile>
+#include <QStringList>
+
+#include <libvirt/libvirt.h>
+#include <libvirt/virterror.h>
+
+#include <grp.h>
+#include <mutex>
+#include <pwd.h>
+#include <thread>
+#include <unistd.h>
+
+namespace sandcastle {
+
+namespace {
+
+struct DomainDeleter {
+    void operator()(virDomainPtr d) const { virDomainFree(d); }
+};
+using DomainPtr = std::unique_ptr<virDomain, DomainDeleter>;
+
+QString lastError()
+{
+    const char *msg = virGetLastErrorMessage();
+    return msg ? QString::fromUtf8(msg) : QStringLiteral("unknown libvirt error");
+}
+
+void ignoreLibvirtErrors(void *, virErrorPtr) {}
+
+/// libvirt's embedded driver needs its default event loop registered and
+/// run for the whole life of the connection; one thread for the process.
+void startEventLoop(const QString &logFile)
+{
+    static std::once_flag once;
+    std::call_once(once, [&] {
+        // libvirt logs warnings to stderr by default; keep them in a file.
+        if (!qEnvironmentVariableIsSet("LIBVIRT_LOG_OUTPUTS"))
+            qputenv("LIBVIRT_LOG_OUTPUTS", ("3:file:" + logFile).toLocal8Bit());
+        virSetErrorFunc(nullptr, ignoreLibvirtErrors); // errors are returned, not printed
+        virEventRegisterDefaultImpl();
+        std::thread([] {
+            for (;;)
+                virEventRunDefaultImpl();
+        }).detach();
+    });
+}
+
+} // namespace
+
+void LibvirtHypervisor::ConnDeleter::operator()(_virConnect *c) const
+{
+    virConnectClose(c);
+}
+
+LibvirtHypervisor::LibvirtHypervisor(QString uri, QString embedRoot, bool kvm)
+    : uri_(std::move(uri))
+    , embedRoot_(std::move(embedRoot))
+    , kvm_(kvm)
+{
+    if (uri_.isEmpty())
+        uri_ = QStringLiteral("qemu:///embed?root=") + embedRoot_;
+}
+
+LibvirtHypervisor::~LibvirtHypervisor() = default;
+
+Result<void> LibvirtHypervisor::writeEmbedConfig()
+{
+    if (!QDir().mkpath(embedRoot_ + QStringLiteral("/etc")))
+        return fail(EngineError::Kind::Unavailable, QStringLiteral("cannot create %1").arg(embedRoot_));
+    QStringList lines = {
+        // No virtlogd in embedded mode: QEMU writes its own log files.
+        QStringLiteral("stdio_handler = \"file\""),
+    };
+    if (geteuid() == 0) {
+        // QEMU never runs as root: as root we hand it to libvirt's own user.
+        passwd *pw = getpwnam("libvirt-qemu");
+        if (!pw)
+            return fail(EngineError::Kind::Unavailable,
+                        QStringLiteral("user libvirt-qemu is missing; install the package "
+                                       "libvirt-daemon-system (it creates the user QEMU runs as)"));
+        group *gr = getgrgid(pw->pw_gid);
+        lines << QStringLiteral("user = \"libvirt-qemu\"")
+              << QStringLiteral("group = \"%1\"").arg(QString::fromUtf8(gr ? gr->gr_name : "kvm"));
+        qemuUid_ = pw->pw_uid;
+        qemuGid_ = pw->pw_gid;
+    }
+    // libvirt must not chown shared files (the base image is used by every
+    // sandbox, and a killed process would leave it chowned): the engine
+    // hands QEMU exactly the per-sandbox overlay, nothing else.
+    lines << QStringLiteral("dynamic_ownership = 0") << QStringLiteral("remember_owner = 0");
+    QFile conf(embedRoot_ + QStringLiteral("/etc/qemu.conf"));
+    if (!conf.open(QIODevice::WriteOnly | QIODevice::Truncate))
+        return fail(EngineError::Kind::Unavailable, QStringLiteral("cannot write %1").arg(conf.fileName()));
+    conf.write(lines.join(QLatin1Char('\n')).toUtf8() + '\n');
+    return {};
+}
+
+Result<void> LibvirtHypervisor::open()
+{
+    startEventLoop(embedRoot_ + QStringLiteral(".log"));
+    if (uri_.startsWith(QStringLiteral("qemu:///embed"))) {
+        if (auto r = writeEmbedConfig(); !r)
+            return r;
+    }
+    virConnectPtr c = virConnectOpen(uri_.toUtf8().constData());
+    if (!c)
+        return fail(EngineError::Kind::Unavailable,
+                    QStringLiteral("cannot open libvirt connection %1: %2").arg(uri_, lastError()));
+    conn_.reset(c);
+    return {};
+}
+
+Result<void> LibvirtHypervisor::startDomain(const DomainSpec &spec)
+{
+    DomainSpec s = spec;
+    s.kvm = kvm_;
+    if (qemuUid_ != 0 && ::chown(spec.overlay.toLocal8Bit().constData(), qemuUid_, qemuGid_) != 0)
+        return fail(EngineError::Kind::Unavailable,
+                    QStringLiteral("cannot hand the disk %1 to QEMU's user").arg(spec.overlay));
+    const QByteArray xml = buildDomainXml(s).toUtf8();
+    DomainPtr dom(virDomainCreateXML(conn_.get(), xml.constData(), 0));
+    if (!dom)
+        return fail(EngineError::Kind::Unavailable,
+                    QStringLiteral("libvirt could not start the VM: %1").arg(lastError()));
+    return {};
+}
+
+Result<void> LibvirtHypervisor::destroyDomain(const QString &name)
+{
+    DomainPtr dom(virDomainLookupByName(conn_.get(), name.toUtf8().constData()));
+    if (!dom)
+        return {}; // already gone
+    if (virDomainDestroy(dom.get()) != 0) {
+        // It may have ended on its own between lookup and destroy.
+        if (virDomainIsActive(dom.get()) == 1)
+            return fail(EngineError::Kind::Internal,
+                        QStringLiteral("could not stop VM %1: %2").arg(name, lastError()));
+    }
+    if (virDomainIsPersistent(dom.get()) == 1)
+        virDomainUndefine(dom.get());
+    return {};
+}
+
+Result<QList<DomainStatus>> LibvirtHypervisor::listDomains()
+{
+    virDomainPtr *doms = nullptr;
+    int n = virConnectListAllDomains(conn_.get(), &doms, 0);
+    if (n < 0)
+        return fail(EngineError::Kind::Unavailable,
+                    QStringLiteral("cannot list VMs: %1").arg(lastError()));
+    QList<DomainStatus> out;
+    for (int i = 0; i < n; ++i) {
+        DomainPtr dom(doms[i]);
+        int state = 0, reason = 0;
+        DomainStatus st;
+        st.name = QString::fromUtf8(virDomainGetName(dom.get()));
+        if (virDomainGetState(dom.get(), &state, &reason, 0) == 0)
+            st.state = domainStateFromLibvirt(state);
+        out.append(st);
+    }
+    free(doms);
+    return out;
+}
+
+qint64 LibvirtHypervisor::domainPid(const QString &name)
+{
+    // The embedded driver keeps QEMU's pid file under its run directory.
+    QFile pidFile(embedRoot_ + QStringLiteral("/run/libvirt/qemu/") + name + QStringLiteral(".pid"));
+    if (!pidFile.open(QIODevice::ReadOnly))
+        return 0;
+    return pidFile.readAll().trimmed().toLongLong();
+}
+
+} // namespace sandcastle

@@ -1,0 +1,107 @@
+// The engine's C++ API: create a sandbox VM, run commands in it, move files
+// in and out, destroy it. Everything is asynchronous: each call returns a
+// future that completes on the engine's thread; the event loop never waits
+// on a VM. The REST and MCP layers call this and nothing below it.
+#pragma once
+
+#include "../errors.h"
+#include "../guest/exec.h"
+#include "../guestimage.h"
+#include "../hypervisor/hypervisor.h"
+#include "../sizes.h"
+
+#include <QDateTime>
+#include <QFuture>
+#include <QHash>
+#include <QObject>
+#include <QThreadPool>
+
+#include <memory>
+
+namespace sandcastle {
+
+class GuestChannel;
+
+struct EngineConfig {
+    QString dataDir;    // sandboxes/ (overlays, sockets, console logs), libvirt/
+    QString imageDir;   // the guest image cache (shared by data dirs)
+    QString libvirtUri; // empty: libvirt's embedded QEMU driver under dataDir
+    int bootTimeoutMs = 180000;
+    qint64 fileSizeLimit = 100ll << 20; // largest file read or written
+
+    /// Defaults: /var/lib/sandcastle for root (QEMU's user must read it),
+    /// else ~/.local/share/sandcastle; SANDCASTLE_DATA_DIR,
+    /// SANDCASTLE_IMAGE_DIR and SANDCASTLE_LIBVIRT_URI override.
+    static EngineConfig defaults();
+};
+
+struct CreateOptions {
+    QString size = QStringLiteral("small");
+    QString name;
+};
+
+struct SandboxInfo {
+    QString id;
+    QString name;
+    SandboxSize size;
+    QString domainName;
+    QString consoleLog;
+    QDateTime createdAt;
+    qint64 bootMs = 0; // create() to the agent's first answer
+};
+
+class Engine : public QObject {
+    Q_OBJECT
+public:
+    explicit Engine(EngineConfig config, QObject *parent = nullptr);
+    /// With a given backend (tests); open() then skips the libvirt set-up.
+    Engine(EngineConfig config, std::unique_ptr<Hypervisor> hypervisor, QObject *parent = nullptr);
+    ~Engine() override;
+
+    /// Connects to the hypervisor and finds the guest image. Blocking; call
+    /// at start-up.
+    Result<void> open();
+    bool accelerated() const;
+    QString accelReason() const { return accelReason_; }
+
+    QFuture<Result<SandboxInfo>> create(const CreateOptions &options);
+    QFuture<Result<ExecResult>> exec(const QString &id, const ExecRequest &request);
+    QFuture<Result<void>> writeFile(const QString &id, const QString &path, const QByteArray &data);
+    QFuture<Result<QByteArray>> readFile(const QString &id, const QString &path);
+    /// Stops the VM, deletes its disk and files. Harmless to repeat.
+    QFuture<Result<void>> destroy(const QString &id);
+
+    QStringList sandboxIds() const { return sandboxes_.keys(); }
+    std::optional<SandboxInfo> sandbox(const QString &id) const;
+    /// The live channel to a sandbox's agent (tests reach it for raw bytes).
+    GuestChannel *channel(const QString &id) const;
+    Hypervisor *hypervisor() const { return hypervisor_.get(); }
+    const EngineConfig &config() const { return config_; }
+
+    static QString domainNameFor(const QString &id);
+    static bool isValidId(const QString &id);
+    /// Checks an exec request against the API's limits.
+    static Result<void> validate(const ExecRequest &request);
+
+signals:
+    void sandboxReady(const QString &id);
+    void sandboxDestroyed(const QString &id);
+    /// The VM went away without being destroyed through the engine.
+    void sandboxLost(const QString &id, const QString &reason);
+
+private:
+    struct Sandbox;
+    Result<Sandbox *> running(const QString &id) const;
+    QString sandboxDir(const QString &id) const;
+    void removeSandboxFiles(const QString &id);
+
+    EngineConfig config_;
+    std::unique_ptr<Hypervisor> hypervisor_;
+    bool ownBackend_ = false;
+    QString accelReason_;
+    GuestImage image_;
+    QThreadPool pool_;
+    QHash<QString, std::shared_ptr<Sandbox>> sandboxes_;
+};
+
+} // namespace sandcastle
