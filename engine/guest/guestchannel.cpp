@@ -229,8 +229,7 @@ GuestChannel::GuestChannel(QString socketPath, QObject *parent)
     connect(&socket_, &QLocalSocket::connected, this, [this] { send(Type::Hello, helloId_); });
     connect(&socket_, &QLocalSocket::errorOccurred, this, [this](QLocalSocket::LocalSocketError) {
         // Before the agent is up, the socket may not exist yet: try again.
-        if (!up_ && helloId_ && pending_.count(helloId_) &&
-            socket_.state() == QLocalSocket::UnconnectedState)
+        if (!up_ && helloId_ && pending_.count(helloId_))
             retry_.start();
     });
 }
