@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs the Debian packages Sandcastle needs to build, test and run, but
+# only when one is missing (a second run costs a dpkg query, no network).
+set -euo pipefail
+
+packages=(
+  # build
+  cmake g++ make pkg-config qt6-base-dev libgl-dev libvirt-dev clang-format
+  # run: libvirt's embedded QEMU driver and QEMU itself
+  libvirt-daemon-driver-qemu libvirt-daemon-system qemu-system-x86 qemu-utils
+  # guest image builder
+  mmdebstrap busybox-static cpio e2fsprogs jq
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+echo "installing: ${missing[*]}"
+sudo=""
+[ "$(id -u)" = 0 ] || sudo=sudo
+$sudo apt-get update -q
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"

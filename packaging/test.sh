@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# The README's second command: install, build, and run the whole suite,
+# including the tests that boot real VMs.
+set -euo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+bash "$top/packaging/deps.sh"
+cd "$top"
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build build -j"$(nproc)"
+ctest --test-dir build --output-on-failure -j2 "$@"
