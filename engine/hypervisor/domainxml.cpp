@@ -126,7 +126,11 @@ QString buildDomainXml(const DomainSpec &spec)
 
     emptyWith(w, QStringLiteral("controller"),
               {{QStringLiteral("type"), QStringLiteral("usb")}, {QStringLiteral("model"), QStringLiteral("none")}});
-    emptyWith(w, QStringLiteral("memballoon"), {{QStringLiteral("model"), QStringLiteral("none")}});
+    // Free page reporting: memory the guest frees goes back to the host, so
+    // a sandbox that once ran something big does not keep it resident.
+    emptyWith(w, QStringLiteral("memballoon"),
+              {{QStringLiteral("model"), QStringLiteral("virtio")},
+               {QStringLiteral("freePageReporting"), QStringLiteral("on")}});
     w.writeStartElement(QStringLiteral("video"));
     emptyWith(w, QStringLiteral("model"), {{QStringLiteral("type"), QStringLiteral("none")}});
     w.writeEndElement();

@@ -114,7 +114,7 @@ build_rootfs() {
 # The modules the initramfs loads, with their dependencies first.
 module_list() {
   local moddir=$1
-  local wanted="virtio_pci virtio_blk virtio_console virtio_net virtio-rng crc32c_generic ext4"
+  local wanted="virtio_pci virtio_blk virtio_console virtio_net virtio-rng virtio_balloon crc32c_generic ext4"
   awk -v want="$wanted" '
     BEGIN { n = split(want, w, " "); for (i = 1; i <= n; i++) order[i] = w[i] }
     {
