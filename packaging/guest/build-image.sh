@@ -82,7 +82,7 @@ build_rootfs() {
   step "1/4 debootstrapping $suite from $mirror (takes minutes; downloads ~400 MB)"
   mmdebstrap --mode=root --variant=minbase --include="$pkgs" \
     --aptopt='Acquire::Retries "3"' \
-    --customize-hook="cp '$here/rootfs-setup.sh' \"\$1/tmp/setup.sh\" && chroot \"\$1\" sh /tmp/setup.sh && rm \"\$1/tmp/setup.sh\"" \
+    --customize-hook="cp '$here/rootfs-setup.sh' \"\$1/tmp/setup.sh\" && chroot \"\$1\" env SC_MIRROR='$mirror' SC_SUITE='$suite' sh /tmp/setup.sh && rm \"\$1/tmp/setup.sh\"" \
     "$suite" "$tmp/root" "$mirror" 2>&1 |
     while IFS= read -r line; do printf '  %s\n' "$line"; done
   [ "${PIPESTATUS[0]}" = 0 ] || die "mmdebstrap failed (network or mirror unreachable? see above)"
