@@ -27,17 +27,13 @@ using namespace sandcastle;
 
 namespace {
 
-template <typename T>
-T await(QFuture<T> f)
-{
+template <typename T> T await(QFuture<T> f) {
     while (!f.isFinished())
         QCoreApplication::processEvents(QEventLoop::WaitForMoreEvents);
     return f.result();
 }
 
-template <typename T>
-T orDie(Result<T> r, const char *what)
-{
+template <typename T> T orDie(Result<T> r, const char *what) {
     if (!r) {
         fprintf(stderr, "bench: %s failed: %s\n", what, qPrintable(r.error().message));
         exit(1);
@@ -45,8 +41,7 @@ T orDie(Result<T> r, const char *what)
     return std::move(*r);
 }
 
-void orDie(Result<void> r, const char *what)
-{
+void orDie(Result<void> r, const char *what) {
     if (!r) {
         fprintf(stderr, "bench: %s failed: %s\n", what, qPrintable(r.error().message));
         exit(1);
@@ -57,17 +52,16 @@ struct Stats {
     double median = 0, p95 = 0, min = 0;
 };
 
-Stats stats(QList<double> v)
-{
+Stats stats(QList<double> v) {
     std::sort(v.begin(), v.end());
     if (v.isEmpty())
         return {};
-    return {v[v.size() / 2], v[std::min<qsizetype>(v.size() - 1, qsizetype(v.size() * 0.95))], v.first()};
+    return {v[v.size() / 2], v[std::min<qsizetype>(v.size() - 1, qsizetype(v.size() * 0.95))],
+            v.first()};
 }
 
 /// VmRSS or VmHWM of a process, in KiB.
-qint64 procStatusKiB(qint64 pid, const char *field)
-{
+qint64 procStatusKiB(qint64 pid, const char *field) {
     QFile f(QStringLiteral("/proc/%1/status").arg(pid));
     if (!f.open(QIODevice::ReadOnly))
         return -1;
@@ -78,8 +72,7 @@ qint64 procStatusKiB(qint64 pid, const char *field)
     return -1;
 }
 
-qint64 qemuPid(const QString &domain)
-{
+qint64 qemuPid(const QString &domain) {
     for (const QString &pid : QDir(QStringLiteral("/proc")).entryList(QDir::Dirs)) {
         QFile cmdline(QStringLiteral("/proc/%1/cmdline").arg(pid));
         if (pid.toLongLong() && cmdline.open(QIODevice::ReadOnly)) {
@@ -93,21 +86,22 @@ qint64 qemuPid(const QString &domain)
 
 /// Bare QEMU, same kernel, initramfs, machine and accelerator as a sandbox,
 /// timed from process start to the initramfs's first line on the console.
-double bareQemuBootMs(const QJsonObject &image, bool kvm)
-{
+double bareQemuBootMs(const QJsonObject &image, bool kvm) {
     QProcess qemu;
     qemu.setProcessChannelMode(QProcess::MergedChannels);
     QElapsedTimer clock;
     clock.start();
     qemu.start(QStringLiteral("qemu-system-x86_64"),
-               {QStringLiteral("-M"), QStringLiteral("q35"), QStringLiteral("-accel"),
-                kvm ? QStringLiteral("kvm") : QStringLiteral("tcg"), QStringLiteral("-m"), QStringLiteral("1024"),
-                QStringLiteral("-smp"), QStringLiteral("1"), QStringLiteral("-nodefaults"),
-                QStringLiteral("-no-user-config"), QStringLiteral("-display"), QStringLiteral("none"),
-                QStringLiteral("-serial"), QStringLiteral("stdio"), QStringLiteral("-kernel"),
-                image.value(QStringLiteral("kernel")).toString(), QStringLiteral("-initrd"),
-                image.value(QStringLiteral("initrd")).toString(), QStringLiteral("-append"),
-                guestKernelCmdline(kvm)});
+               {QStringLiteral("-M"),          QStringLiteral("q35"),
+                QStringLiteral("-accel"),      kvm ? QStringLiteral("kvm") : QStringLiteral("tcg"),
+                QStringLiteral("-m"),          QStringLiteral("1024"),
+                QStringLiteral("-smp"),        QStringLiteral("1"),
+                QStringLiteral("-nodefaults"), QStringLiteral("-no-user-config"),
+                QStringLiteral("-display"),    QStringLiteral("none"),
+                QStringLiteral("-serial"),     QStringLiteral("stdio"),
+                QStringLiteral("-kernel"),     image.value(QStringLiteral("kernel")).toString(),
+                QStringLiteral("-initrd"),     image.value(QStringLiteral("initrd")).toString(),
+                QStringLiteral("-append"),     guestKernelCmdline(kvm)});
     QByteArray seen;
     double ms = -1;
     while (qemu.waitForReadyRead(60000)) {
@@ -126,8 +120,7 @@ double bareQemuBootMs(const QJsonObject &image, bool kvm)
 /// then guest-exec-status polled every millisecond until it has exited.
 class QgaClient {
 public:
-    bool open(const QString &path)
-    {
+    bool open(const QString &path) {
         for (int i = 0; i < 300 && sock_.state() != QLocalSocket::ConnectedState; ++i) {
             sock_.connectToServer(path);
             if (!sock_.waitForConnected(1000))
@@ -135,14 +128,15 @@ public:
         }
         // guest-sync until qemu-ga answers (it starts during boot).
         for (int i = 0; i < 600; ++i) {
-            QJsonObject r = call(QStringLiteral("{\"execute\":\"guest-sync\",\"arguments\":{\"id\":%1}}").arg(i), 500);
+            QJsonObject r = call(
+                QStringLiteral("{\"execute\":\"guest-sync\",\"arguments\":{\"id\":%1}}").arg(i),
+                500);
             if (r.value(QStringLiteral("return")).toInt(-1) == i)
                 return true;
         }
         return false;
     }
-    QJsonObject call(const QString &json, int timeoutMs = 10000)
-    {
+    QJsonObject call(const QString &json, int timeoutMs = 10000) {
         sock_.write(json.toUtf8() + '\n');
         sock_.flush();
         QElapsedTimer t;
@@ -162,16 +156,20 @@ public:
         }
         return {};
     }
-    double execTrueMs()
-    {
+    double execTrueMs() {
         QElapsedTimer t;
         t.start();
-        QJsonObject r = call(QStringLiteral(
-            "{\"execute\":\"guest-exec\",\"arguments\":{\"path\":\"/bin/true\",\"capture-output\":true}}"));
+        QJsonObject r = call(QStringLiteral("{\"execute\":\"guest-exec\",\"arguments\":{\"path\":"
+                                            "\"/bin/true\",\"capture-output\":true}}"));
         int pid = r.value(QStringLiteral("return")).toObject().value(QStringLiteral("pid")).toInt();
         for (;;) {
-            QJsonObject s = call(QStringLiteral("{\"execute\":\"guest-exec-status\",\"arguments\":{\"pid\":%1}}").arg(pid));
-            if (s.value(QStringLiteral("return")).toObject().value(QStringLiteral("exited")).toBool())
+            QJsonObject s = call(
+                QStringLiteral("{\"execute\":\"guest-exec-status\",\"arguments\":{\"pid\":%1}}")
+                    .arg(pid));
+            if (s.value(QStringLiteral("return"))
+                    .toObject()
+                    .value(QStringLiteral("exited"))
+                    .toBool())
                 break;
             QThread::usleep(1000);
         }
@@ -185,16 +183,16 @@ private:
 
 } // namespace
 
-int main(int argc, char **argv)
-{
+int main(int argc, char **argv) {
     QCoreApplication app(argc, argv);
     QCommandLineParser parser;
-    parser.setApplicationDescription(QStringLiteral("Sandcastle engine benchmark (prints figures)."));
+    parser.setApplicationDescription(
+        QStringLiteral("Sandcastle engine benchmark (prints figures)."));
     parser.addHelpOption();
-    QCommandLineOption boots(QStringLiteral("boots"), QStringLiteral("Cold boots of each kind."), QStringLiteral("n"),
-                             QStringLiteral("5"));
-    QCommandLineOption execs(QStringLiteral("execs"), QStringLiteral("Exec round trips."), QStringLiteral("n"),
-                             QStringLiteral("200"));
+    QCommandLineOption boots(QStringLiteral("boots"), QStringLiteral("Cold boots of each kind."),
+                             QStringLiteral("n"), QStringLiteral("5"));
+    QCommandLineOption execs(QStringLiteral("execs"), QStringLiteral("Exec round trips."),
+                             QStringLiteral("n"), QStringLiteral("200"));
     parser.addOptions({boots, execs});
     parser.process(app);
     const int nBoots = parser.value(boots).toInt();
@@ -210,7 +208,8 @@ int main(int argc, char **argv)
     manifestFile.open(QIODevice::ReadOnly);
     const QJsonObject image = QJsonDocument::fromJson(manifestFile.readAll()).object();
     const bool kvm = engine.accelerated();
-    printf("Sandcastle engine benchmark: %s, %d CPUs\n", kvm ? "KVM" : "emulated (TCG)", QThread::idealThreadCount());
+    printf("Sandcastle engine benchmark: %s, %d CPUs\n", kvm ? "KVM" : "emulated (TCG)",
+           QThread::idealThreadCount());
 
     // 1. Cold boots, interleaved with the bare-QEMU floor.
     QList<double> floorMs, createMs;
@@ -253,16 +252,21 @@ int main(int argc, char **argv)
         pingMs << t.nsecsElapsed() / 1e6;
     }
     QgaClient qga;
-    const bool haveQga = qga.open(config.dataDir + QStringLiteral("/sandboxes/") + box.id + QStringLiteral("/qga.sock"));
+    const bool haveQga = qga.open(config.dataDir + QStringLiteral("/sandboxes/") + box.id +
+                                  QStringLiteral("/qga.sock"));
     for (int i = 0; haveQga && i < nExecs / 2; ++i)
         qgaMs << qga.execTrueMs();
     Stats tr = stats(trueMs), bt = stats(binTrueMs), pg = stats(pingMs), qg = stats(qgaMs);
     printf("\nexec round trip (median / p95)\n");
-    printf("  protocol ping                        %7.2f / %6.2f ms  (%lld runs)\n", pg.median, pg.p95, qsizetype(pingMs.size()));
-    printf("  exec `true` (sh -c, builtin)         %7.1f / %6.1f ms  (%lld runs)\n", tr.median, tr.p95, qsizetype(trueMs.size()));
-    printf("  exec `/bin/true` (sh -c + exec)      %7.1f / %6.1f ms  (%lld runs)\n", bt.median, bt.p95, qsizetype(binTrueMs.size()));
+    printf("  protocol ping                        %7.2f / %6.2f ms  (%lld runs)\n", pg.median,
+           pg.p95, qsizetype(pingMs.size()));
+    printf("  exec `true` (sh -c, builtin)         %7.1f / %6.1f ms  (%lld runs)\n", tr.median,
+           tr.p95, qsizetype(trueMs.size()));
+    printf("  exec `/bin/true` (sh -c + exec)      %7.1f / %6.1f ms  (%lld runs)\n", bt.median,
+           bt.p95, qsizetype(binTrueMs.size()));
     if (haveQga) {
-        printf("  qemu-ga guest-exec /bin/true + poll  %7.1f / %6.1f ms  (%lld runs)\n", qg.median, qg.p95, qsizetype(qgaMs.size()));
+        printf("  qemu-ga guest-exec /bin/true + poll  %7.1f / %6.1f ms  (%lld runs)\n", qg.median,
+               qg.p95, qsizetype(qgaMs.size()));
         printf("  ratio exec `true` / guest-exec       %7.2f\n", tr.median / qg.median);
     } else {
         printf("  qemu-ga did not answer: no comparison\n");
@@ -270,7 +274,8 @@ int main(int argc, char **argv)
 
     // 3. Output: throughput, and memory staying flat for 100 MiB.
     const qint64 self = QCoreApplication::applicationPid();
-    printf("\nsmall sandbox (guest memory %d MiB): QEMU RSS %lld MiB idle after boot, %lld MiB after the execs above\n",
+    printf("\nsmall sandbox (guest memory %d MiB): QEMU RSS %lld MiB idle after boot, %lld MiB "
+           "after the execs above\n",
            box.size.memoryMiB, idleRss / 1024, procStatusKiB(qemu, "VmRSS:") / 1024);
     {
         QElapsedTimer t;
@@ -281,14 +286,17 @@ int main(int argc, char **argv)
                10 / s, qsizetype(r.stdoutData.size()));
     }
     qint64 hostBefore = procStatusKiB(self, "VmRSS:"), qemuBefore = procStatusKiB(qemu, "VmRSS:");
-    QByteArray agentBefore = exec(QStringLiteral("grep VmHWM /proc/1/status")).stdoutData.simplified();
+    QByteArray agentBefore =
+        exec(QStringLiteral("grep VmHWM /proc/1/status")).stdoutData.simplified();
     QElapsedTimer t;
     t.start();
     ExecResult big = exec(QStringLiteral("head -c 104857600 /dev/zero"));
     double bigS = t.nsecsElapsed() / 1e9;
     qint64 hostAfter = procStatusKiB(self, "VmRSS:"), qemuAfter = procStatusKiB(qemu, "VmRSS:");
-    QByteArray agentAfter = exec(QStringLiteral("grep VmHWM /proc/1/status")).stdoutData.simplified();
-    printf("output: 100 MiB command with the 1 MiB cap: %.2f s, kept %lld bytes, counted %lld, truncated %s\n",
+    QByteArray agentAfter =
+        exec(QStringLiteral("grep VmHWM /proc/1/status")).stdoutData.simplified();
+    printf("output: 100 MiB command with the 1 MiB cap: %.2f s, kept %lld bytes, counted %lld, "
+           "truncated %s\n",
            bigS, qsizetype(big.stdoutData.size()), big.stdoutBytes, big.truncated ? "yes" : "no");
     printf("  host process RSS   %6lld -> %6lld KiB\n", hostBefore, hostAfter);
     printf("  QEMU RSS           %6lld -> %6lld KiB\n", qemuBefore, qemuAfter);

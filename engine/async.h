@@ -13,8 +13,7 @@ namespace sandcastle {
 /// Runs `fn` on `pool` and returns a future for its result. Continue with
 /// `future.then(contextObject, ...)` to come back to the caller's thread.
 template <typename Fn>
-auto runInPool(QThreadPool *pool, Fn fn) -> QFuture<std::invoke_result_t<Fn>>
-{
+auto runInPool(QThreadPool *pool, Fn fn) -> QFuture<std::invoke_result_t<Fn>> {
     using R = std::invoke_result_t<Fn>;
     auto promise = std::make_shared<QPromise<R>>();
     QFuture<R> future = promise->future();
@@ -27,9 +26,7 @@ auto runInPool(QThreadPool *pool, Fn fn) -> QFuture<std::invoke_result_t<Fn>>
 }
 
 /// A future that is already finished with `value`.
-template <typename T>
-QFuture<T> readyFuture(T value)
-{
+template <typename T> QFuture<T> readyFuture(T value) {
     QPromise<T> promise;
     QFuture<T> future = promise.future();
     promise.start();

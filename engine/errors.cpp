@@ -2,8 +2,7 @@
 
 namespace sandcastle {
 
-QString kindName(EngineError::Kind kind)
-{
+QString kindName(EngineError::Kind kind) {
     switch (kind) {
     case EngineError::Kind::InvalidArgument:
         return QStringLiteral("invalid_argument");

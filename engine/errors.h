@@ -25,11 +25,9 @@ struct EngineError {
     QString message;
 };
 
-template <typename T>
-using Result = std::expected<T, EngineError>;
+template <typename T> using Result = std::expected<T, EngineError>;
 
-inline std::unexpected<EngineError> fail(EngineError::Kind kind, const QString &message)
-{
+inline std::unexpected<EngineError> fail(EngineError::Kind kind, const QString &message) {
     return std::unexpected(EngineError{kind, message});
 }
 

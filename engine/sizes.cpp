@@ -2,8 +2,7 @@
 
 namespace sandcastle {
 
-const QList<SandboxSize> &sandboxSizes()
-{
+const QList<SandboxSize> &sandboxSizes() {
     // docs/sizes.md explains the choice; the disk is the overlay's virtual
     // size (the guest grows its filesystem to it at boot).
     static const QList<SandboxSize> sizes = {
@@ -14,8 +13,7 @@ const QList<SandboxSize> &sandboxSizes()
     return sizes;
 }
 
-std::optional<SandboxSize> findSize(const QString &name)
-{
+std::optional<SandboxSize> findSize(const QString &name) {
     for (const auto &s : sandboxSizes()) {
         if (s.name == name)
             return s;

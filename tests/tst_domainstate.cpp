@@ -10,8 +10,7 @@ using namespace sandcastle;
 class TestDomainState : public QObject {
     Q_OBJECT
 private slots:
-    void mapping_data()
-    {
+    void mapping_data() {
         QTest::addColumn<int>("vir");
         QTest::addColumn<int>("expected");
         QTest::newRow("nostate") << int(VIR_DOMAIN_NOSTATE) << int(DomainState::Unknown);
@@ -24,14 +23,12 @@ private slots:
         QTest::newRow("crashed") << int(VIR_DOMAIN_CRASHED) << int(DomainState::Stopped);
         QTest::newRow("out of range") << 999 << int(DomainState::Unknown);
     }
-    void mapping()
-    {
+    void mapping() {
         QFETCH(int, vir);
         QFETCH(int, expected);
         QCOMPARE(int(domainStateFromLibvirt(vir)), expected);
     }
-    void names()
-    {
+    void names() {
         QCOMPARE(domainStateName(DomainState::Running), QStringLiteral("running"));
         QCOMPARE(domainStateName(DomainState::Stopped), QStringLiteral("stopped"));
         QCOMPARE(domainStateName(DomainState::Unknown), QStringLiteral("unknown"));

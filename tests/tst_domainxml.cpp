@@ -8,8 +8,7 @@ using namespace sandcastle;
 
 namespace {
 
-DomainSpec sampleSpec()
-{
+DomainSpec sampleSpec() {
     DomainSpec s;
     s.name = QStringLiteral("sandcastle-sbx_abc");
     s.vcpus = 2;
@@ -27,8 +26,7 @@ DomainSpec sampleSpec()
 
 /// Text of the first element at `path` ("domain/os/kernel"), or of its
 /// attribute when `attr` is given. Each path is searched from the top.
-QString find(const QString &xml, const QString &path, const QString &attr = {})
-{
+QString find(const QString &xml, const QString &path, const QString &attr = {}) {
     const QStringList want = path.split(QLatin1Char('/'));
     QXmlStreamReader r(xml);
     QStringList stack;
@@ -45,8 +43,7 @@ QString find(const QString &xml, const QString &path, const QString &attr = {})
     return QStringLiteral("<missing>");
 }
 
-int count(const QString &xml, const QString &element)
-{
+int count(const QString &xml, const QString &element) {
     QXmlStreamReader r(xml);
     int n = 0;
     while (!r.atEnd()) {
@@ -62,8 +59,7 @@ int count(const QString &xml, const QString &element)
 class TestDomainXml : public QObject {
     Q_OBJECT
 private slots:
-    void wellFormedAndPure()
-    {
+    void wellFormedAndPure() {
         const QString a = buildDomainXml(sampleSpec());
         QCOMPARE(buildDomainXml(sampleSpec()), a);
         QXmlStreamReader r(a);
@@ -72,13 +68,13 @@ private slots:
         QVERIFY2(!r.hasError(), qPrintable(r.errorString()));
     }
 
-    void machine()
-    {
+    void machine() {
         const QString x = buildDomainXml(sampleSpec());
         QCOMPARE(find(x, QStringLiteral("domain"), QStringLiteral("type")), QStringLiteral("qemu"));
         QCOMPARE(find(x, QStringLiteral("domain/name")), QStringLiteral("sandcastle-sbx_abc"));
         QCOMPARE(find(x, QStringLiteral("domain/memory")), QStringLiteral("2048"));
-        QCOMPARE(find(x, QStringLiteral("domain/memory"), QStringLiteral("unit")), QStringLiteral("MiB"));
+        QCOMPARE(find(x, QStringLiteral("domain/memory"), QStringLiteral("unit")),
+                 QStringLiteral("MiB"));
         QCOMPARE(find(x, QStringLiteral("domain/vcpu")), QStringLiteral("2"));
         QCOMPARE(find(x, QStringLiteral("domain/on_crash")), QStringLiteral("destroy"));
         QCOMPARE(find(x, QStringLiteral("domain/on_reboot")), QStringLiteral("destroy"));
@@ -89,41 +85,42 @@ private slots:
         QCOMPARE(count(x, QStringLiteral("interface")), 0);
     }
 
-    void kvmUsesHostCpu()
-    {
+    void kvmUsesHostCpu() {
         DomainSpec s = sampleSpec();
         s.kvm = true;
         const QString x = buildDomainXml(s);
         QCOMPARE(find(x, QStringLiteral("domain"), QStringLiteral("type")), QStringLiteral("kvm"));
-        QCOMPARE(find(x, QStringLiteral("domain/cpu"), QStringLiteral("mode")), QStringLiteral("host-passthrough"));
+        QCOMPARE(find(x, QStringLiteral("domain/cpu"), QStringLiteral("mode")),
+                 QStringLiteral("host-passthrough"));
     }
 
-    void directKernelBoot()
-    {
+    void directKernelBoot() {
         const QString x = buildDomainXml(sampleSpec());
         QCOMPARE(find(x, QStringLiteral("domain/os/kernel")), QStringLiteral("/img/vmlinuz"));
         QCOMPARE(find(x, QStringLiteral("domain/os/initrd")), QStringLiteral("/img/initrd.img"));
-        QVERIFY(find(x, QStringLiteral("domain/os/cmdline")).contains(QStringLiteral("console=ttyS0")));
-        QCOMPARE(find(x, QStringLiteral("domain/os/type"), QStringLiteral("machine")), QStringLiteral("q35"));
+        QVERIFY(
+            find(x, QStringLiteral("domain/os/cmdline")).contains(QStringLiteral("console=ttyS0")));
+        QCOMPARE(find(x, QStringLiteral("domain/os/type"), QStringLiteral("machine")),
+                 QStringLiteral("q35"));
     }
 
-    void overlayOnBase()
-    {
+    void overlayOnBase() {
         const QString x = buildDomainXml(sampleSpec());
         QCOMPARE(find(x, QStringLiteral("domain/devices/disk/source"), QStringLiteral("file")),
                  QStringLiteral("/data/sbx_abc/disk.qcow2"));
         QCOMPARE(find(x, QStringLiteral("domain/devices/disk/driver"), QStringLiteral("type")),
                  QStringLiteral("qcow2"));
-        QCOMPARE(find(x, QStringLiteral("domain/devices/disk/backingStore/source"), QStringLiteral("file")),
+        QCOMPARE(find(x, QStringLiteral("domain/devices/disk/backingStore/source"),
+                      QStringLiteral("file")),
                  QStringLiteral("/img/base.qcow2"));
         QCOMPARE(find(x, QStringLiteral("domain/devices/disk/target"), QStringLiteral("bus")),
                  QStringLiteral("virtio"));
     }
 
-    void consoleAndAgentChannel()
-    {
+    void consoleAndAgentChannel() {
         const QString x = buildDomainXml(sampleSpec());
-        QCOMPARE(find(x, QStringLiteral("domain/devices/serial"), QStringLiteral("type")), QStringLiteral("file"));
+        QCOMPARE(find(x, QStringLiteral("domain/devices/serial"), QStringLiteral("type")),
+                 QStringLiteral("file"));
         QCOMPARE(find(x, QStringLiteral("domain/devices/serial/source"), QStringLiteral("path")),
                  QStringLiteral("/data/sbx_abc/console.log"));
         QCOMPARE(count(x, QStringLiteral("channel")), 1);
@@ -135,21 +132,20 @@ private slots:
                  QStringLiteral("virtio"));
     }
 
-    void qgaChannelOnlyWhenAsked()
-    {
+    void qgaChannelOnlyWhenAsked() {
         DomainSpec s = sampleSpec();
         s.qgaSocket = QStringLiteral("/data/sbx_abc/qga.sock");
         QCOMPARE(count(buildDomainXml(s), QStringLiteral("channel")), 2);
     }
 
-    void hostileNamesAreEscaped()
-    {
+    void hostileNamesAreEscaped() {
         DomainSpec s = sampleSpec();
         s.name = QStringLiteral("a<b>&\"c'</name><evil/>");
         s.overlay = QStringLiteral("/tmp/x' y\"/disk.qcow2");
         const QString x = buildDomainXml(s);
         QCOMPARE(find(x, QStringLiteral("domain/name")), s.name);
-        QCOMPARE(find(x, QStringLiteral("domain/devices/disk/source"), QStringLiteral("file")), s.overlay);
+        QCOMPARE(find(x, QStringLiteral("domain/devices/disk/source"), QStringLiteral("file")),
+                 s.overlay);
         QCOMPARE(count(x, QStringLiteral("evil")), 0);
     }
 };

@@ -15,17 +15,14 @@ using Kind = EngineError::Kind;
 
 namespace {
 
-template <typename T>
-T await(QFuture<T> f, int timeoutMs = 300000)
-{
+template <typename T> T await(QFuture<T> f, int timeoutMs = 300000) {
     if (!QTest::qWaitFor([&] { return f.isFinished(); }, timeoutMs))
         qFatal("timed out waiting for the engine");
     return f.result();
 }
 
 /// QEMU processes whose command line names `domain`.
-int qemuProcessesFor(const QString &domain)
-{
+int qemuProcessesFor(const QString &domain) {
     int n = 0;
     for (const QString &pid : QDir(QStringLiteral("/proc")).entryList(QDir::Dirs)) {
         QFile cmdline(QStringLiteral("/proc/%1/cmdline").arg(pid));
@@ -48,8 +45,7 @@ private:
     QString box; // the shared sandbox
 
     ExecResult run(const QString &command, const QString &cwd = {},
-                   QList<QPair<QString, QString>> env = {}, int timeoutMs = 60000)
-    {
+                   QList<QPair<QString, QString>> env = {}, int timeoutMs = 60000) {
         auto r = await(engine->exec(box, {command, cwd, env, timeoutMs}));
         if (!r)
             qFatal("exec failed: %s", qPrintable(r.error().message));
@@ -57,8 +53,7 @@ private:
     }
 
 private slots:
-    void initTestCase()
-    {
+    void initTestCase() {
         EngineConfig config = EngineConfig::defaults();
         config.dataDir = dataDir.path();
         engine = new Engine(config, this);
@@ -72,8 +67,7 @@ private slots:
         qInfo("booted %s in %lld ms", qPrintable(box), created->bootMs);
     }
 
-    void echoAndExitCodes()
-    {
+    void echoAndExitCodes() {
         ExecResult r = run(QStringLiteral("echo hello"));
         QCOMPARE(r.stdoutData, QByteArray("hello\n"));
         QCOMPARE(r.exitCode, 0);
@@ -83,22 +77,19 @@ private slots:
         QCOMPARE(run(QStringLiteral("kill -TERM $$")).exitCode, 128 + 15);
     }
 
-    void runsAsSandboxWithoutStdin()
-    {
+    void runsAsSandboxWithoutStdin() {
         ExecResult r = run(QStringLiteral("id -un; id -u; cat; echo \"[$?]\""));
         QCOMPARE(r.stdoutData, QByteArray("sandbox\n1000\n[0]\n"));
     }
 
-    void stderrIsSeparate()
-    {
+    void stderrIsSeparate() {
         ExecResult r = run(QStringLiteral("echo out; echo oops >&2; exit 2"));
         QCOMPARE(r.stdoutData, QByteArray("out\n"));
         QCOMPARE(r.stderrData, QByteArray("oops\n"));
         QCOMPARE(r.exitCode, 2);
     }
 
-    void envIsPerCommand()
-    {
+    void envIsPerCommand() {
         ExecResult r = run(QStringLiteral("echo \"$TASK_ID:$SECRET\""), {},
                            {{QStringLiteral("TASK_ID"), QStringLiteral("42")},
                             {QStringLiteral("SECRET"), QStringLiteral("it's \"quoted\" $x")}});
@@ -107,44 +98,47 @@ private slots:
         QCOMPARE(run(QStringLiteral("echo $HOME")).stdoutData, QByteArray("/home/sandbox\n"));
     }
 
-    void cwd()
-    {
+    void cwd() {
         QCOMPARE(run(QStringLiteral("pwd")).stdoutData, QByteArray("/home/sandbox\n"));
-        QCOMPARE(run(QStringLiteral("pwd"), QStringLiteral("/workspace")).stdoutData, QByteArray("/workspace\n"));
-        auto missing = await(engine->exec(box, {QStringLiteral("pwd"), QStringLiteral("/no/such/dir")}));
+        QCOMPARE(run(QStringLiteral("pwd"), QStringLiteral("/workspace")).stdoutData,
+                 QByteArray("/workspace\n"));
+        auto missing =
+            await(engine->exec(box, {QStringLiteral("pwd"), QStringLiteral("/no/such/dir")}));
         QVERIFY(!missing);
         QCOMPARE(int(missing.error().kind), int(Kind::NotFound));
         QVERIFY(missing.error().message.contains(QStringLiteral("/no/such/dir")));
     }
 
-    void shellSyntax()
-    {
+    void shellSyntax() {
         QCOMPARE(run(QStringLiteral("echo a b c | wc -w")).stdoutData.trimmed(), QByteArray("3"));
-        QCOMPARE(run(QStringLiteral("echo x > /tmp/r && cat < /tmp/r && echo y >> /tmp/r && cat /tmp/r")).stdoutData,
-                 QByteArray("x\nx\ny\n"));
-        ExecResult heredoc = run(QStringLiteral("cat > /workspace/task.py <<'PY'\nprint(6 * 7)\nPY\n"
-                                                "python3 /workspace/task.py"));
+        QCOMPARE(
+            run(QStringLiteral("echo x > /tmp/r && cat < /tmp/r && echo y >> /tmp/r && cat /tmp/r"))
+                .stdoutData,
+            QByteArray("x\nx\ny\n"));
+        ExecResult heredoc =
+            run(QStringLiteral("cat > /workspace/task.py <<'PY'\nprint(6 * 7)\nPY\n"
+                               "python3 /workspace/task.py"));
         QCOMPARE(heredoc.stdoutData, QByteArray("42\n"));
         QCOMPARE(heredoc.exitCode, 0);
     }
 
-    void badRequestsAreRefused()
-    {
+    void badRequestsAreRefused() {
         auto empty = await(engine->exec(box, {QStringLiteral("  ")}));
         QVERIFY(!empty);
         QCOMPARE(int(empty.error().kind), int(Kind::InvalidArgument));
-        auto badEnv = await(engine->exec(box, {QStringLiteral("true"), {}, {{QStringLiteral("A=B"), {}}}}));
+        auto badEnv =
+            await(engine->exec(box, {QStringLiteral("true"), {}, {{QStringLiteral("A=B"), {}}}}));
         QVERIFY(!badEnv);
         QCOMPARE(int(badEnv.error().kind), int(Kind::InvalidArgument));
         auto badTimeout = await(engine->exec(box, {QStringLiteral("true"), {}, {}, 0}));
         QVERIFY(!badTimeout);
-        auto unknown = await(engine->exec(QStringLiteral("sbx_aaaaaaaaaaaaaaaaaaaa"), {QStringLiteral("true")}));
+        auto unknown = await(
+            engine->exec(QStringLiteral("sbx_aaaaaaaaaaaaaaaaaaaa"), {QStringLiteral("true")}));
         QVERIFY(!unknown);
         QCOMPARE(int(unknown.error().kind), int(Kind::NotFound));
     }
 
-    void twoExecsAtOnce()
-    {
+    void twoExecsAtOnce() {
         // The slow one starts first; the quick one must not wait for it.
         auto slow = engine->exec(box, {QStringLiteral("sleep 3; echo slow")});
         auto quick = engine->exec(box, {QStringLiteral("echo quick")});
@@ -157,21 +151,22 @@ private slots:
         QCOMPARE(s->stdoutData, QByteArray("slow\n"));
     }
 
-    void timeoutKillsTheGroup()
-    {
-        ExecResult r = run(QStringLiteral("echo before; sleep 60 & sleep 60; echo never"), {}, {}, 2000);
+    void timeoutKillsTheGroup() {
+        ExecResult r =
+            run(QStringLiteral("echo before; sleep 60 & sleep 60; echo never"), {}, {}, 2000);
         QCOMPARE(r.exitCode, 124);
         QVERIFY(r.timedOut);
         QVERIFY(r.truncated);
         QCOMPARE(r.stdoutData, QByteArray("before\n"));
         // Killed close to its timeout (generous upper bound: a shared, emulated machine).
-        QVERIFY2(r.durationMs >= 2000 && r.durationMs < 15000, qPrintable(QString::number(r.durationMs)));
+        QVERIFY2(r.durationMs >= 2000 && r.durationMs < 15000,
+                 qPrintable(QString::number(r.durationMs)));
         // The whole process group went, the background sleep included.
-        QCOMPARE(run(QStringLiteral("pgrep -c -x sleep || true")).stdoutData.trimmed(), QByteArray("0"));
+        QCOMPARE(run(QStringLiteral("pgrep -c -x sleep || true")).stdoutData.trimmed(),
+                 QByteArray("0"));
     }
 
-    void outputIsCapped()
-    {
+    void outputIsCapped() {
         ExecResult r = run(QStringLiteral("head -c 5242880 /dev/zero | tr '\\0' a; echo done >&2"));
         QCOMPARE(r.stdoutData.size(), qsizetype(1 << 20));
         QVERIFY(r.stdoutData.count('a') == r.stdoutData.size());
@@ -181,16 +176,14 @@ private slots:
         QCOMPARE(r.exitCode, 0);
     }
 
-    void backgroundProcessOutlivesTheExec()
-    {
+    void backgroundProcessOutlivesTheExec() {
         ExecResult r = run(QStringLiteral("nohup sleep 300 >/dev/null 2>&1 & echo started"));
         QCOMPARE(r.stdoutData, QByteArray("started\n"));
         QCOMPARE(run(QStringLiteral("pgrep -c -x sleep")).stdoutData.trimmed(), QByteArray("1"));
         run(QStringLiteral("pkill -x sleep; true"));
     }
 
-    void binaryFileRoundTrip()
-    {
+    void binaryFileRoundTrip() {
         QByteArray data(10 << 20, Qt::Uninitialized);
         QRandomGenerator gen(7);
         gen.fillRange(reinterpret_cast<quint32 *>(data.data()), data.size() / 4);
@@ -202,13 +195,14 @@ private slots:
         QCOMPARE(back->size(), data.size());
         QVERIFY(*back == data);
         // The guest sees the same bytes, in a file that belongs to sandbox.
-        ExecResult r = run(QStringLiteral("sha256sum %1 | cut -d' ' -f1; stat -c %U:%G %1 /workspace/deep").arg(path));
+        ExecResult r =
+            run(QStringLiteral("sha256sum %1 | cut -d' ' -f1; stat -c %U:%G %1 /workspace/deep")
+                    .arg(path));
         QCOMPARE(r.stdoutData, QCryptographicHash::hash(data, QCryptographicHash::Sha256).toHex() +
                                    "\nsandbox:sandbox\nsandbox:sandbox\n");
     }
 
-    void fileErrors()
-    {
+    void fileErrors() {
         auto denied = await(engine->writeFile(box, QStringLiteral("/etc/evil"), "x"));
         QVERIFY(!denied);
         QCOMPARE(int(denied.error().kind), int(Kind::PermissionDenied));
@@ -227,15 +221,15 @@ private slots:
         QCOMPARE(run(QStringLiteral("test -e /etc/evil; echo $?")).stdoutData, QByteArray("1\n"));
     }
 
-    void stateIsKeptBetweenExecs()
-    {
-        run(QStringLiteral("echo remembered > ~/state && mkdir -p ~/proj && cd ~/proj && git init -q"));
+    void stateIsKeptBetweenExecs() {
+        run(QStringLiteral(
+            "echo remembered > ~/state && mkdir -p ~/proj && cd ~/proj && git init -q"));
         QCOMPARE(run(QStringLiteral("cat ~/state")).stdoutData, QByteArray("remembered\n"));
-        QCOMPARE(run(QStringLiteral("test -d proj/.git && echo yes")).stdoutData, QByteArray("yes\n"));
+        QCOMPARE(run(QStringLiteral("test -d proj/.git && echo yes")).stdoutData,
+                 QByteArray("yes\n"));
     }
 
-    void agentSurvivesGarbageAndReconnects()
-    {
+    void agentSurvivesGarbageAndReconnects() {
         GuestChannel *channel = engine->channel(box);
         QVERIFY(channel);
         channel->sendRaw(QByteArray("\x00\x01 this is not a frame \xff\xfe", 26));
@@ -247,17 +241,18 @@ private slots:
         QVERIFY(!channel->isConnected());
         auto again = await(channel->connectToAgent(30000));
         QVERIFY2(again.has_value(), qPrintable(again ? QString() : again.error().message));
-        QCOMPARE(run(QStringLiteral("echo back; pgrep -c -x sleep")).stdoutData, QByteArray("back\n1\n"));
+        QCOMPARE(run(QStringLiteral("echo back; pgrep -c -x sleep")).stdoutData,
+                 QByteArray("back\n1\n"));
         run(QStringLiteral("pkill -x sleep; true"));
     }
 
-    void twoSandboxesAreIsolatedAndDestroyLeavesNothing()
-    {
+    void twoSandboxesAreIsolatedAndDestroyLeavesNothing() {
         auto second = await(engine->create({QStringLiteral("small"), QStringLiteral("second")}));
         QVERIFY2(second.has_value(), qPrintable(second ? QString() : second.error().message));
         const QString other = second->id;
         QVERIFY(await(engine->writeFile(box, QStringLiteral("/workspace/mine"), "A")).has_value());
-        auto r = await(engine->exec(other, {QStringLiteral("ls /workspace; test -e /workspace/mine; echo $?")}));
+        auto r = await(engine->exec(
+            other, {QStringLiteral("ls /workspace; test -e /workspace/mine; echo $?")}));
         QVERIFY(r.has_value());
         QCOMPARE(r->stdoutData, QByteArray("1\n"));
 
@@ -267,7 +262,8 @@ private slots:
         QVERIFY(QFile::exists(dir + QStringLiteral("/disk.qcow2")));
 
         auto destroyed = await(engine->destroy(other));
-        QVERIFY2(destroyed.has_value(), qPrintable(destroyed ? QString() : destroyed.error().message));
+        QVERIFY2(destroyed.has_value(),
+                 qPrintable(destroyed ? QString() : destroyed.error().message));
         QCOMPARE(qemuProcessesFor(domain), 0);
         QVERIFY(!QFile::exists(dir));
         auto domains = engine->hypervisor()->listDomains();
@@ -283,8 +279,7 @@ private slots:
         QCOMPARE(int(gone.error().kind), int(Kind::NotFound));
     }
 
-    void cleanupTestCase()
-    {
+    void cleanupTestCase() {
         if (!box.isEmpty()) {
             QVERIFY(await(engine->destroy(box)).has_value());
             QCOMPARE(qemuProcessesFor(Engine::domainNameFor(box)), 0);

@@ -18,8 +18,7 @@ namespace {
 class StubAgent : public QObject {
     Q_OBJECT
 public:
-    explicit StubAgent(const QString &path)
-    {
+    explicit StubAgent(const QString &path) {
         server.listen(path);
         connect(&server, &QLocalServer::newConnection, this, [this] {
             peer = server.nextPendingConnection();
@@ -36,8 +35,7 @@ public:
             });
         });
     }
-    void send(Type t, uint32_t id, std::string_view payload = {})
-    {
+    void send(Type t, uint32_t id, std::string_view payload = {}) {
         std::string frame = encodeFrame(t, id, payload);
         peer->write(frame.data(), qint64(frame.size()));
         peer->flush();
@@ -49,9 +47,7 @@ public:
     bool answerHello = true;
 };
 
-template <typename T>
-T await(QFuture<T> f)
-{
+template <typename T> T await(QFuture<T> f) {
     if (!QTest::qWaitFor([&] { return f.isFinished(); }, 10000))
         qFatal("future did not finish");
     return f.result();
@@ -66,8 +62,7 @@ private:
     QString path() const { return dir.filePath(QStringLiteral("agent.sock")); }
 
 private slots:
-    void connectsWhenTheSocketAppearsLater()
-    {
+    void connectsWhenTheSocketAppearsLater() {
         GuestChannel channel(path());
         auto hello = channel.connectToAgent(5000);
         QTest::qWait(200); // the socket does not exist yet; the channel retries
@@ -78,8 +73,7 @@ private slots:
         QVERIFY(channel.isConnected());
     }
 
-    void helloTimesOut()
-    {
+    void helloTimesOut() {
         StubAgent agent(path());
         agent.answerHello = false;
         GuestChannel channel(path());
@@ -88,8 +82,7 @@ private slots:
         QCOMPARE(int(r.error().kind), int(EngineError::Kind::Timeout));
     }
 
-    void capHoldsAgainstAGuestThatIgnoresIt()
-    {
+    void capHoldsAgainstAGuestThatIgnoresIt() {
         StubAgent agent(path());
         GuestChannel channel(path());
         QVERIFY(await(channel.connectToAgent(5000)).has_value());
@@ -107,8 +100,7 @@ private slots:
         QCOMPARE(r->stdoutBytes, 6000);
     }
 
-    void garbageFromTheGuestIsSkipped()
-    {
+    void garbageFromTheGuestIsSkipped() {
         StubAgent agent(path());
         GuestChannel channel(path());
         QVERIFY(await(channel.connectToAgent(5000)).has_value());
@@ -119,23 +111,22 @@ private slots:
         QVERIFY(await(f).has_value());
     }
 
-    void agentErrorsKeepTheirKind()
-    {
+    void agentErrorsKeepTheirKind() {
         StubAgent agent(path());
         GuestChannel channel(path());
         QVERIFY(await(channel.connectToAgent(5000)).has_value());
         auto f = channel.readFile(QStringLiteral("/etc/shadow"), 100);
         QVERIFY(QTest::qWaitFor([&] { return !agent.received.empty(); }, 5000));
-        agent.send(Type::Error, agent.received.back().id,
-                   PayloadWriter().u32(uint32_t(ErrorCode::PermissionDenied)).bytes("denied").data());
+        agent.send(
+            Type::Error, agent.received.back().id,
+            PayloadWriter().u32(uint32_t(ErrorCode::PermissionDenied)).bytes("denied").data());
         auto r = await(f);
         QVERIFY(!r);
         QCOMPARE(int(r.error().kind), int(EngineError::Kind::PermissionDenied));
         QCOMPARE(r.error().message, QStringLiteral("denied"));
     }
 
-    void oversizedReadIsRefused()
-    {
+    void oversizedReadIsRefused() {
         StubAgent agent(path());
         GuestChannel channel(path());
         QVERIFY(await(channel.connectToAgent(5000)).has_value());
@@ -147,8 +138,7 @@ private slots:
         QCOMPARE(int(r.error().kind), int(EngineError::Kind::TooLarge));
     }
 
-    void disconnectFailsWhatIsPending()
-    {
+    void disconnectFailsWhatIsPending() {
         StubAgent agent(path());
         GuestChannel channel(path());
         QVERIFY(await(channel.connectToAgent(5000)).has_value());

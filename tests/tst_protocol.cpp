@@ -9,8 +9,7 @@ using namespace sandcastle::proto;
 class TestProtocol : public QObject {
     Q_OBJECT
 private slots:
-    void roundTrip()
-    {
+    void roundTrip() {
         std::string bytes = encodeFrame(Type::Exec, 42, "payload");
         QCOMPARE(bytes.size(), kHeaderSize + 7);
         FrameReader r;
@@ -25,8 +24,7 @@ private slots:
         QCOMPARE(r.skippedBytes(), 0u);
     }
 
-    void splitAtEveryByte()
-    {
+    void splitAtEveryByte() {
         std::string bytes = encodeFrame(Type::Stdout, 1, "abc") + encodeFrame(Type::Exited, 2, "");
         FrameReader r;
         std::vector<Frame> got;
@@ -41,8 +39,7 @@ private slots:
         QCOMPARE(got[1].id, 2u);
     }
 
-    void truncatedFrameWaits()
-    {
+    void truncatedFrameWaits() {
         std::string bytes = encodeFrame(Type::Stdout, 9, std::string(1000, 'x'));
         FrameReader r;
         r.feed(bytes.data(), bytes.size() - 1);
@@ -54,8 +51,7 @@ private slots:
         QCOMPARE(f.payload.size(), size_t(1000));
     }
 
-    void garbageIsSkipped()
-    {
+    void garbageIsSkipped() {
         std::string garbage = "\x01\x02not a frame at all SCA";
         std::string bytes = garbage + encodeFrame(Type::Ping, 5);
         FrameReader r;
@@ -67,8 +63,7 @@ private slots:
         QCOMPARE(r.skippedBytes(), uint64_t(garbage.size()));
     }
 
-    void hostileLengthIsGarbage()
-    {
+    void hostileLengthIsGarbage() {
         // A header that claims a 4 GiB payload must not make the reader wait
         // (or allocate) for it: it is skipped, and the next frame is found.
         std::string bad = encodeFrame(Type::Stdout, 1, "");
@@ -82,8 +77,7 @@ private slots:
         QCOMPARE(r.skippedBytes(), uint64_t(bad.size()));
     }
 
-    void randomBytesNeverCrash()
-    {
+    void randomBytesNeverCrash() {
         // Pure noise, then a real frame: the reader survives and resyncs.
         std::string noise;
         uint32_t x = 12345;
@@ -101,8 +95,7 @@ private slots:
         QVERIFY(found);
     }
 
-    void payloadFields()
-    {
+    void payloadFields() {
         PayloadWriter w;
         w.u8(7).u32(0xdeadbeef).i32(-5).u64(1ull << 40).bytes("hello");
         PayloadReader r(w.data());
@@ -115,8 +108,7 @@ private slots:
         QVERIFY(r.atEnd());
     }
 
-    void shortPayloadIsDetected()
-    {
+    void shortPayloadIsDetected() {
         PayloadWriter w;
         w.u32(100); // a length prefix that promises 100 bytes that never come
         PayloadReader r(w.data());

@@ -23,11 +23,10 @@ using proto::Type;
 namespace {
 
 constexpr size_t kOutHighWater = 1u << 20; // stop reading sources above this
-constexpr int kPortRetryMs = 20;          // how often to look for a host that went away
+constexpr int kPortRetryMs = 20;           // how often to look for a host that went away
 constexpr const char *kAgentVersion = "0.1.0";
 
-ErrorCode codeForErrno(int err)
-{
+ErrorCode codeForErrno(int err) {
     switch (err) {
     case ENOENT:
         return ErrorCode::NotFound;
@@ -54,20 +53,17 @@ ErrorCode codeForErrno(int err)
 /// permissions, so the agent (root) never writes where the user may not.
 class AsSandbox {
 public:
-    AsSandbox()
-    {
+    AsSandbox() {
         setfsgid(kSandboxGid);
         setfsuid(kSandboxUid);
     }
-    ~AsSandbox()
-    {
+    ~AsSandbox() {
         setfsuid(0);
         setfsgid(0);
     }
 };
 
-int makeParents(const std::string &path)
-{
+int makeParents(const std::string &path) {
     for (size_t i = 1; (i = path.find('/', i)) != std::string::npos; ++i) {
         std::string dir = path.substr(0, i);
         if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST)
@@ -76,13 +72,11 @@ int makeParents(const std::string &path)
     return 0;
 }
 
-bool validPath(const std::string &p)
-{
+bool validPath(const std::string &p) {
     return !p.empty() && p[0] == '/' && p.find('\0') == std::string::npos && p.size() < 4096;
 }
 
-void setNonBlocking(int fd)
-{
+void setNonBlocking(int fd) {
     fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
 }
 
@@ -112,8 +106,8 @@ struct Agent::Download {
     uint64_t sent = 0;
 };
 
-Agent::Agent(int portFd) : port_(portFd)
-{
+Agent::Agent(int portFd)
+    : port_(portFd) {
     sigset_t mask;
     sigemptyset(&mask);
     sigaddset(&mask, SIGCHLD);
@@ -121,31 +115,26 @@ Agent::Agent(int portFd) : port_(portFd)
     sigFd_ = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
 }
 
-Agent::~Agent()
-{
+Agent::~Agent() {
     if (sigFd_ >= 0)
         close(sigFd_);
 }
 
-void Agent::send(Type type, uint32_t id, std::string_view payload)
-{
+void Agent::send(Type type, uint32_t id, std::string_view payload) {
     if (!hostConnected_)
         return; // nobody to read it; a reconnecting host starts afresh
     out_ += proto::encodeFrame(type, id, payload);
 }
 
-void Agent::sendError(uint32_t id, ErrorCode code, const std::string &message)
-{
+void Agent::sendError(uint32_t id, ErrorCode code, const std::string &message) {
     send(Type::Error, id, proto::PayloadWriter().u32(uint32_t(code)).bytes(message).data());
 }
 
-bool Agent::outputRoom() const
-{
+bool Agent::outputRoom() const {
     return out_.size() - outPos_ < kOutHighWater;
 }
 
-int Agent::run()
-{
+int Agent::run() {
     send(Type::Ready, 0, proto::PayloadWriter().u32(proto::kVersion).bytes(kAgentVersion).data());
     std::vector<pollfd> fds;
     std::vector<std::pair<uint32_t, int>> owners; // exec id and stream per pollfd
@@ -213,8 +202,7 @@ int Agent::run()
     }
 }
 
-void Agent::readPort()
-{
+void Agent::readPort() {
     char buf[256 * 1024];
     ssize_t n = read(port_, buf, sizeof buf);
     if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
@@ -241,8 +229,7 @@ void Agent::readPort()
                       " bytes that were not a frame");
 }
 
-void Agent::flushPort()
-{
+void Agent::flushPort() {
     while (outPos_ < out_.size()) {
         ssize_t n = write(port_, out_.data() + outPos_, out_.size() - outPos_);
         if (n > 0) {
@@ -265,8 +252,7 @@ void Agent::flushPort()
     }
 }
 
-void Agent::handleFrame(const proto::Frame &f)
-{
+void Agent::handleFrame(const proto::Frame &f) {
     if (f.version != proto::kVersion) {
         sendError(f.id, ErrorCode::UnsupportedVersion,
                   "agent speaks protocol version " + std::to_string(proto::kVersion));
@@ -329,8 +315,7 @@ void Agent::handleFrame(const proto::Frame &f)
     }
 }
 
-void Agent::startExec(const proto::Frame &f)
-{
+void Agent::startExec(const proto::Frame &f) {
     proto::PayloadReader r(f.payload);
     uint32_t timeoutMs = r.u32();
     uint32_t cap = r.u32();
@@ -396,7 +381,8 @@ void Agent::startExec(const proto::Frame &f)
             fail(stage = 1);
         if (chdir(cwd.c_str()) != 0)
             fail(stage = 2);
-        char *argv[] = {const_cast<char *>("sh"), const_cast<char *>("-c"), command.data(), nullptr};
+        char *argv[] = {const_cast<char *>("sh"), const_cast<char *>("-c"), command.data(),
+                        nullptr};
         execve("/bin/sh", argv, envp.data());
         fail(stage = 3);
     }
@@ -423,8 +409,9 @@ void Agent::startExec(const proto::Frame &f)
         std::string text = msg[0] == 1   ? "dropping privileges"
                            : msg[0] == 2 ? "cwd " + cwd
                                          : "starting /bin/sh";
-        sendError(f.id, msg[1] == ENOENT || msg[1] == ENOTDIR ? ErrorCode::NotFound
-                                                               : codeForErrno(msg[1]),
+        sendError(f.id,
+                  msg[1] == ENOENT || msg[1] == ENOTDIR ? ErrorCode::NotFound
+                                                        : codeForErrno(msg[1]),
                   text + ": " + strerror(msg[1]));
         return; // the child is reaped with the others
     }
@@ -440,8 +427,7 @@ void Agent::startExec(const proto::Frame &f)
     execs_[f.id] = std::move(e);
 }
 
-void Agent::readOutput(uint32_t id, Exec &e, int s)
-{
+void Agent::readOutput(uint32_t id, Exec &e, int s) {
     char buf[proto::kChunkSize];
     ssize_t n = read(e.fds[s], buf, sizeof buf);
     if (n < 0 && (errno == EAGAIN || errno == EINTR))
@@ -461,8 +447,7 @@ void Agent::readOutput(uint32_t id, Exec &e, int s)
     }
 }
 
-void Agent::reapChildren()
-{
+void Agent::reapChildren() {
     signalfd_siginfo info;
     while (read(sigFd_, &info, sizeof info) > 0) {
     }
@@ -480,8 +465,7 @@ void Agent::reapChildren()
     }
 }
 
-void Agent::finishExec(uint32_t id)
-{
+void Agent::finishExec(uint32_t id) {
     Exec &e = *execs_[id];
     // What the command wrote before it ended is in the pipes; take it, but
     // a background process that keeps writing must not hold the reply.
@@ -501,13 +485,16 @@ void Agent::finishExec(uint32_t id)
     if (e.timedOut)
         code = 124;
     proto::PayloadWriter w;
-    w.i32(code).u8(e.timedOut ? 1 : 0).u32(uint32_t(nowMs() - e.startMs)).u64(e.total[0]).u64(e.total[1]);
+    w.i32(code)
+        .u8(e.timedOut ? 1 : 0)
+        .u32(uint32_t(nowMs() - e.startMs))
+        .u64(e.total[0])
+        .u64(e.total[1]);
     send(Type::Exited, id, w.data());
     execs_.erase(id);
 }
 
-void Agent::checkDeadlines()
-{
+void Agent::checkDeadlines() {
     long long now = nowMs();
     for (auto &[id, e] : execs_) {
         if (!e->exited && !e->timedOut && e->deadlineMs > 0 && now >= e->deadlineMs) {
@@ -517,8 +504,7 @@ void Agent::checkDeadlines()
     }
 }
 
-void Agent::openUpload(const proto::Frame &f)
-{
+void Agent::openUpload(const proto::Frame &f) {
     proto::PayloadReader r(f.payload);
     std::string path = r.bytes();
     uint32_t mode = r.u32();
@@ -538,7 +524,7 @@ void Agent::openUpload(const proto::Frame &f)
         }
     }
     if (fd >= 0) {
-        struct stat st{};
+        struct stat st {};
         if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
             close(fd);
             fd = -1;
@@ -556,8 +542,7 @@ void Agent::openUpload(const proto::Frame &f)
     uploads_[f.id] = std::move(u);
 }
 
-void Agent::openDownload(const proto::Frame &f)
-{
+void Agent::openDownload(const proto::Frame &f) {
     proto::PayloadReader r(f.payload);
     std::string path = r.bytes();
     uint64_t limit = r.u64();
@@ -574,7 +559,7 @@ void Agent::openDownload(const proto::Frame &f)
         sendError(f.id, codeForErrno(errno), path + ": " + strerror(errno));
         return;
     }
-    struct stat st{};
+    struct stat st {};
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         close(fd);
         sendError(f.id, ErrorCode::InvalidArgument, path + ": not a regular file");
@@ -583,7 +568,8 @@ void Agent::openDownload(const proto::Frame &f)
     if (uint64_t(st.st_size) > limit) {
         close(fd);
         sendError(f.id, ErrorCode::TooLarge,
-                  path + ": " + std::to_string(st.st_size) + " bytes, limit " + std::to_string(limit));
+                  path + ": " + std::to_string(st.st_size) + " bytes, limit " +
+                      std::to_string(limit));
         return;
     }
     auto d = std::make_unique<Download>();
@@ -592,8 +578,7 @@ void Agent::openDownload(const proto::Frame &f)
     downloads_[f.id] = std::move(d);
 }
 
-void Agent::pumpDownloads()
-{
+void Agent::pumpDownloads() {
     // One chunk per download per turn, so several transfers share the port.
     for (auto it = downloads_.begin(); it != downloads_.end() && outputRoom();) {
         Download &d = *it->second;

@@ -9,8 +9,7 @@
 
 using namespace sandcastle;
 
-int main(int argc, char **argv)
-{
+int main(int argc, char **argv) {
     if (getpid() == 1)
         agent::initSystem();
     signal(SIGPIPE, SIG_IGN);

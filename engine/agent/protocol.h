@@ -77,21 +77,18 @@ struct Frame {
     std::string payload;
 };
 
-inline void putU32(std::string &out, uint32_t v)
-{
+inline void putU32(std::string &out, uint32_t v) {
     char b[4] = {char(v), char(v >> 8), char(v >> 16), char(v >> 24)};
     out.append(b, 4);
 }
 
-inline uint32_t getU32(const char *p)
-{
+inline uint32_t getU32(const char *p) {
     const auto *u = reinterpret_cast<const unsigned char *>(p);
     return uint32_t(u[0]) | uint32_t(u[1]) << 8 | uint32_t(u[2]) << 16 | uint32_t(u[3]) << 24;
 }
 
 /// Encodes one frame. The caller keeps payloads within kMaxPayload.
-inline std::string encodeFrame(Type type, uint32_t id, std::string_view payload = {})
-{
+inline std::string encodeFrame(Type type, uint32_t id, std::string_view payload = {}) {
     std::string out;
     out.reserve(kHeaderSize + payload.size());
     putU32(out, kMagic);
@@ -106,25 +103,21 @@ inline std::string encodeFrame(Type type, uint32_t id, std::string_view payload 
 
 class PayloadWriter {
 public:
-    PayloadWriter &u8(uint8_t v)
-    {
+    PayloadWriter &u8(uint8_t v) {
         buf_.push_back(char(v));
         return *this;
     }
-    PayloadWriter &u32(uint32_t v)
-    {
+    PayloadWriter &u32(uint32_t v) {
         putU32(buf_, v);
         return *this;
     }
     PayloadWriter &i32(int32_t v) { return u32(uint32_t(v)); }
-    PayloadWriter &u64(uint64_t v)
-    {
+    PayloadWriter &u64(uint64_t v) {
         putU32(buf_, uint32_t(v));
         putU32(buf_, uint32_t(v >> 32));
         return *this;
     }
-    PayloadWriter &bytes(std::string_view s)
-    {
+    PayloadWriter &bytes(std::string_view s) {
         putU32(buf_, uint32_t(s.size()));
         buf_.append(s);
         return *this;
@@ -140,15 +133,14 @@ private:
 /// the end, instead of at every field.
 class PayloadReader {
 public:
-    explicit PayloadReader(std::string_view data) : data_(data) {}
-    uint8_t u8()
-    {
+    explicit PayloadReader(std::string_view data)
+        : data_(data) {}
+    uint8_t u8() {
         if (!need(1))
             return 0;
         return uint8_t(data_[pos_++]);
     }
-    uint32_t u32()
-    {
+    uint32_t u32() {
         if (!need(4))
             return 0;
         uint32_t v = getU32(data_.data() + pos_);
@@ -156,14 +148,12 @@ public:
         return v;
     }
     int32_t i32() { return int32_t(u32()); }
-    uint64_t u64()
-    {
+    uint64_t u64() {
         uint64_t lo = u32();
         uint64_t hi = u32();
         return lo | hi << 32;
     }
-    std::string bytes()
-    {
+    std::string bytes() {
         uint32_t n = u32();
         if (!need(n))
             return {};
@@ -175,8 +165,7 @@ public:
     bool atEnd() const { return pos_ == data_.size(); }
 
 private:
-    bool need(size_t n)
-    {
+    bool need(size_t n) {
         if (!ok_ || data_.size() - pos_ < n) {
             ok_ = false;
             return false;
@@ -196,8 +185,7 @@ public:
 
     /// Takes the next complete frame. Bytes that cannot start a frame (bad
     /// magic, oversized length) are skipped and added to skippedBytes().
-    bool next(Frame &out)
-    {
+    bool next(Frame &out) {
         for (;;) {
             if (buf_.size() - pos_ < kHeaderSize) {
                 compact();
@@ -226,8 +214,7 @@ public:
     size_t buffered() const { return buf_.size() - pos_; }
 
 private:
-    void resync()
-    {
+    void resync() {
         // Look for the next magic after the current position.
         static const char magic[4] = {'S', 'C', 'A', 'G'};
         size_t found = buf_.find(std::string_view(magic, 4), pos_ + 1);
@@ -237,8 +224,7 @@ private:
         skipped_ += to - pos_;
         pos_ = to;
     }
-    void compact()
-    {
+    void compact() {
         if (pos_ > 0 && (pos_ == buf_.size() || pos_ > 64 * 1024)) {
             buf_.erase(0, pos_);
             pos_ = 0;

@@ -13,15 +13,13 @@
 
 namespace sandcastle::agent {
 
-long long nowMs()
-{
+long long nowMs() {
     timespec ts{};
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
 }
 
-void logLine(const std::string &line)
-{
+void logLine(const std::string &line) {
     int fd = open("/dev/console", O_WRONLY | O_NOCTTY | O_CLOEXEC);
     if (fd < 0)
         fd = dup(STDERR_FILENO);
@@ -32,19 +30,18 @@ void logLine(const std::string &line)
 }
 
 static void mountOrLog(const char *src, const char *target, const char *type, unsigned long flags,
-                       const char *data)
-{
+                       const char *data) {
     mkdir(target, 0755);
     if (mount(src, target, type, flags, data) != 0 && errno != EBUSY)
         logLine(std::string("mount ") + target + ": " + strerror(errno));
 }
 
-void initSystem()
-{
+void initSystem() {
     // /run was mounted by the initramfs (it holds this binary).
     mountOrLog("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr);
     mountOrLog("sysfs", "/sys", "sysfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr);
-    mountOrLog("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC, "gid=5,mode=620,ptmxmode=666");
+    mountOrLog("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
+               "gid=5,mode=620,ptmxmode=666");
     mountOrLog("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777");
     mountOrLog("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777");
     mountOrLog("cgroup2", "/sys/fs/cgroup", "cgroup2", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr);
@@ -69,8 +66,7 @@ void initSystem()
     }
 }
 
-std::string findPort(const std::string &name)
-{
+std::string findPort(const std::string &name) {
     DIR *dir = opendir("/sys/class/virtio-ports");
     if (!dir)
         return {};

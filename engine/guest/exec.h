@@ -12,10 +12,10 @@ constexpr qint64 kOutputCapBytes = 1 << 20; // per stream, as the API documents
 
 struct ExecRequest {
     QString command;
-    QString cwd;                           // empty: /home/sandbox
-    QList<QPair<QString, QString>> env;    // secrets: never logged or stored
+    QString cwd;                        // empty: /home/sandbox
+    QList<QPair<QString, QString>> env; // secrets: never logged or stored
     int timeoutMs = 60000;
-    qint64 outputCap = kOutputCapBytes;    // per stream
+    qint64 outputCap = kOutputCapBytes; // per stream
 };
 
 struct ExecResult {

@@ -9,8 +9,7 @@ using proto::Frame;
 using proto::Type;
 using Kind = EngineError::Kind;
 
-EngineError::Kind kindForAgentError(proto::ErrorCode code)
-{
+EngineError::Kind kindForAgentError(proto::ErrorCode code) {
     switch (code) {
     case proto::ErrorCode::NotFound:
         return Kind::NotFound;
@@ -29,8 +28,7 @@ EngineError::Kind kindForAgentError(proto::ErrorCode code)
 
 namespace {
 
-EngineError agentError(const Frame &f)
-{
+EngineError agentError(const Frame &f) {
     proto::PayloadReader r(f.payload);
     auto code = proto::ErrorCode(r.u32());
     QString message = QString::fromUtf8(r.bytes());
@@ -53,17 +51,17 @@ public:
 
 namespace {
 
-template <typename T>
-class PendingOf : public GuestChannel::Pending {
+template <typename T> class PendingOf : public GuestChannel::Pending {
 public:
-    PendingOf() : promise_(std::make_shared<QPromise<Result<T>>>()) { promise_->start(); }
-    ~PendingOf() override
-    {
+    PendingOf()
+        : promise_(std::make_shared<QPromise<Result<T>>>()) {
+        promise_->start();
+    }
+    ~PendingOf() override {
         fail({Kind::Unavailable, QStringLiteral("the guest channel was closed")});
     }
     QFuture<Result<T>> future() { return promise_->future(); }
-    void resolve(Result<T> r)
-    {
+    void resolve(Result<T> r) {
         if (done_)
             return;
         done_ = true;
@@ -86,8 +84,7 @@ private:
 
 class HelloPending : public PendingOf<QString> {
 public:
-    bool onFrame(const Frame &f) override
-    {
+    bool onFrame(const Frame &f) override {
         if (f.type != Type::Ready)
             return false;
         proto::PayloadReader r(f.payload);
@@ -106,8 +103,7 @@ public:
 
 class PingPending : public PendingOf<void> {
 public:
-    bool onFrame(const Frame &f) override
-    {
+    bool onFrame(const Frame &f) override {
         if (f.type == Type::Pong)
             resolve({});
         else if (f.type == Type::Error)
@@ -120,9 +116,9 @@ public:
 
 class ExecPending : public PendingOf<ExecResult> {
 public:
-    explicit ExecPending(qint64 cap) : cap_(cap) {}
-    bool onFrame(const Frame &f) override
-    {
+    explicit ExecPending(qint64 cap)
+        : cap_(cap) {}
+    bool onFrame(const Frame &f) override {
         switch (f.type) {
         case Type::Stdout:
             append(result_.stdoutData, f.payload);
@@ -138,7 +134,8 @@ public:
             result_.stdoutBytes = qint64(r.u64());
             result_.stderrBytes = qint64(r.u64());
             if (!r.ok()) {
-                fail({Kind::Internal, QStringLiteral("the guest agent sent an unreadable exit status")});
+                fail({Kind::Internal,
+                      QStringLiteral("the guest agent sent an unreadable exit status")});
                 return true;
             }
             result_.truncated = result_.timedOut || result_.stdoutBytes > cap_ ||
@@ -157,8 +154,7 @@ public:
 private:
     // The cap holds here too: a hostile guest that ignores it cannot make
     // the host buffer more than `cap` bytes per stream.
-    void append(QByteArray &to, const std::string &data)
-    {
+    void append(QByteArray &to, const std::string &data) {
         qint64 room = cap_ - to.size();
         if (qint64(data.size()) > room)
             overflow_ = true;
@@ -172,8 +168,7 @@ private:
 
 class WritePending : public PendingOf<qint64> {
 public:
-    bool onFrame(const Frame &f) override
-    {
+    bool onFrame(const Frame &f) override {
         if (f.type == Type::Done) {
             proto::PayloadReader r(f.payload);
             resolve(qint64(r.u64()));
@@ -188,13 +183,14 @@ public:
 
 class ReadPending : public PendingOf<QByteArray> {
 public:
-    explicit ReadPending(qint64 limit) : limit_(limit) {}
-    bool onFrame(const Frame &f) override
-    {
+    explicit ReadPending(qint64 limit)
+        : limit_(limit) {}
+    bool onFrame(const Frame &f) override {
         switch (f.type) {
         case Type::ReadData:
             if (data_.size() + qint64(f.payload.size()) > limit_) {
-                fail({Kind::TooLarge, QStringLiteral("the file is larger than %1 bytes").arg(limit_)});
+                fail({Kind::TooLarge,
+                      QStringLiteral("the file is larger than %1 bytes").arg(limit_)});
                 return true;
             }
             data_.append(f.payload.data(), qsizetype(f.payload.size()));
@@ -219,8 +215,7 @@ private:
 
 GuestChannel::GuestChannel(QString socketPath, QObject *parent)
     : QObject(parent)
-    , path_(std::move(socketPath))
-{
+    , path_(std::move(socketPath)) {
     retry_.setSingleShot(true);
     retry_.setInterval(50);
     connect(&retry_, &QTimer::timeout, this, &GuestChannel::tryConnect);
@@ -234,19 +229,16 @@ GuestChannel::GuestChannel(QString socketPath, QObject *parent)
     });
 }
 
-GuestChannel::~GuestChannel()
-{
+GuestChannel::~GuestChannel() {
     socket_.disconnect(this);
     pending_.clear(); // fails what is still waiting
 }
 
-bool GuestChannel::isConnected() const
-{
+bool GuestChannel::isConnected() const {
     return up_ && socket_.state() == QLocalSocket::ConnectedState;
 }
 
-quint32 GuestChannel::add(std::unique_ptr<Pending> pending)
-{
+quint32 GuestChannel::add(std::unique_ptr<Pending> pending) {
     quint32 id = nextId_++;
     if (nextId_ == 0)
         nextId_ = 1; // 0 is the agent's "not about a request"
@@ -254,25 +246,21 @@ quint32 GuestChannel::add(std::unique_ptr<Pending> pending)
     return id;
 }
 
-void GuestChannel::send(proto::Type type, quint32 id, std::string_view payload)
-{
+void GuestChannel::send(proto::Type type, quint32 id, std::string_view payload) {
     std::string frame = proto::encodeFrame(type, id, payload);
     socket_.write(frame.data(), qint64(frame.size()));
 }
 
-void GuestChannel::sendRaw(const QByteArray &bytes)
-{
+void GuestChannel::sendRaw(const QByteArray &bytes) {
     socket_.write(bytes);
 }
 
-void GuestChannel::tryConnect()
-{
+void GuestChannel::tryConnect() {
     if (socket_.state() == QLocalSocket::UnconnectedState)
         socket_.connectToServer(path_);
 }
 
-QFuture<Result<QString>> GuestChannel::connectToAgent(int timeoutMs)
-{
+QFuture<Result<QString>> GuestChannel::connectToAgent(int timeoutMs) {
     auto hello = std::make_unique<HelloPending>();
     auto future = hello->future();
     reader_ = proto::FrameReader();
@@ -293,14 +281,12 @@ QFuture<Result<QString>> GuestChannel::connectToAgent(int timeoutMs)
     return future;
 }
 
-void GuestChannel::disconnectFromAgent()
-{
+void GuestChannel::disconnectFromAgent() {
     retry_.stop();
     socket_.abort();
 }
 
-void GuestChannel::onReadyRead()
-{
+void GuestChannel::onReadyRead() {
     QByteArray data = socket_.readAll();
     reader_.feed(data.constData(), size_t(data.size()));
     Frame f;
@@ -321,8 +307,7 @@ void GuestChannel::onReadyRead()
     }
 }
 
-void GuestChannel::onDisconnected()
-{
+void GuestChannel::onDisconnected() {
     bool wasUp = up_;
     up_ = false;
     failAll({Kind::Unavailable, QStringLiteral("the connection to the guest agent was lost "
@@ -331,8 +316,7 @@ void GuestChannel::onDisconnected()
         emit lost(QStringLiteral("guest agent connection lost"));
 }
 
-void GuestChannel::failAll(const EngineError &error)
-{
+void GuestChannel::failAll(const EngineError &error) {
     auto pending = std::move(pending_);
     pending_.clear();
     helloId_ = 0;
@@ -340,8 +324,7 @@ void GuestChannel::failAll(const EngineError &error)
         p->fail(error);
 }
 
-QFuture<Result<ExecResult>> GuestChannel::exec(const ExecRequest &request)
-{
+QFuture<Result<ExecResult>> GuestChannel::exec(const ExecRequest &request) {
     auto pending = std::make_unique<ExecPending>(request.outputCap);
     auto future = pending->future();
     if (!isConnected()) {
@@ -357,8 +340,9 @@ QFuture<Result<ExecResult>> GuestChannel::exec(const ExecRequest &request)
     for (const auto &[name, value] : request.env)
         w.bytes(name.toStdString()).bytes(value.toStdString());
     if (w.data().size() > proto::kMaxPayload) {
-        pending->fail({Kind::TooLarge, QStringLiteral("command and env together exceed %1 bytes")
-                                           .arg(proto::kMaxPayload)});
+        pending->fail(
+            {Kind::TooLarge,
+             QStringLiteral("command and env together exceed %1 bytes").arg(proto::kMaxPayload)});
         return future;
     }
     quint32 id = add(std::move(pending));
@@ -377,8 +361,8 @@ QFuture<Result<ExecResult>> GuestChannel::exec(const ExecRequest &request)
     return future;
 }
 
-QFuture<Result<qint64>> GuestChannel::writeFile(const QString &path, const QByteArray &data, int mode)
-{
+QFuture<Result<qint64>> GuestChannel::writeFile(const QString &path, const QByteArray &data,
+                                                int mode) {
     auto pending = std::make_unique<WritePending>();
     auto future = pending->future();
     if (!isConnected()) {
@@ -386,7 +370,8 @@ QFuture<Result<qint64>> GuestChannel::writeFile(const QString &path, const QByte
         return future;
     }
     quint32 id = add(std::move(pending));
-    send(Type::WriteOpen, id, proto::PayloadWriter().bytes(path.toStdString()).u32(quint32(mode)).data());
+    send(Type::WriteOpen, id,
+         proto::PayloadWriter().bytes(path.toStdString()).u32(quint32(mode)).data());
     for (qsizetype off = 0; off < data.size(); off += qsizetype(proto::kChunkSize)) {
         qsizetype n = std::min<qsizetype>(qsizetype(proto::kChunkSize), data.size() - off);
         send(Type::WriteData, id, std::string_view(data.constData() + off, size_t(n)));
@@ -395,8 +380,7 @@ QFuture<Result<qint64>> GuestChannel::writeFile(const QString &path, const QByte
     return future;
 }
 
-QFuture<Result<QByteArray>> GuestChannel::readFile(const QString &path, qint64 limit)
-{
+QFuture<Result<QByteArray>> GuestChannel::readFile(const QString &path, qint64 limit) {
     auto pending = std::make_unique<ReadPending>(limit);
     auto future = pending->future();
     if (!isConnected()) {
@@ -404,12 +388,12 @@ QFuture<Result<QByteArray>> GuestChannel::readFile(const QString &path, qint64 l
         return future;
     }
     quint32 id = add(std::move(pending));
-    send(Type::ReadOpen, id, proto::PayloadWriter().bytes(path.toStdString()).u64(quint64(limit)).data());
+    send(Type::ReadOpen, id,
+         proto::PayloadWriter().bytes(path.toStdString()).u64(quint64(limit)).data());
     return future;
 }
 
-QFuture<Result<void>> GuestChannel::ping()
-{
+QFuture<Result<void>> GuestChannel::ping() {
     auto pending = std::make_unique<PingPending>();
     auto future = pending->future();
     if (!isConnected()) {

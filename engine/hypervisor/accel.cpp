@@ -9,8 +9,7 @@
 
 namespace sandcastle {
 
-AccelProbe probeAccel()
-{
+AccelProbe probeAccel() {
     const QByteArray forced = qgetenv("SANDCASTLE_ACCEL");
     if (forced == "tcg")
         return {false, QStringLiteral("emulation forced by SANDCASTLE_ACCEL=tcg")};
@@ -19,7 +18,8 @@ AccelProbe probeAccel()
 
     int fd = ::open("/dev/kvm", O_RDWR | O_CLOEXEC);
     if (fd < 0)
-        return {false, QStringLiteral("no usable /dev/kvm: VMs are emulated (about ten times slower)")};
+        return {false,
+                QStringLiteral("no usable /dev/kvm: VMs are emulated (about ten times slower)")};
     int vm = ioctl(fd, KVM_CREATE_VM, 0);
     ::close(fd);
     if (vm < 0)
@@ -31,7 +31,8 @@ AccelProbe probeAccel()
     if (cpuinfo.open(QIODevice::ReadOnly))
         flags = cpuinfo.readAll();
     if (!flags.contains(" vmx") && !flags.contains(" svm"))
-        return {false, QStringLiteral("/dev/kvm exists but the CPU shows no vmx/svm: VMs are emulated")};
+        return {false,
+                QStringLiteral("/dev/kvm exists but the CPU shows no vmx/svm: VMs are emulated")};
     return {true, QStringLiteral("KVM")};
 }
 

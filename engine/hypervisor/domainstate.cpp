@@ -4,8 +4,7 @@
 
 namespace sandcastle {
 
-DomainState domainStateFromLibvirt(int virState)
-{
+DomainState domainStateFromLibvirt(int virState) {
     switch (virState) {
     case VIR_DOMAIN_RUNNING:
     case VIR_DOMAIN_BLOCKED:
@@ -22,8 +21,7 @@ DomainState domainStateFromLibvirt(int virState)
     }
 }
 
-QString domainStateName(DomainState state)
-{
+QString domainStateName(DomainState state) {
     switch (state) {
     case DomainState::Running:
         return QStringLiteral("running");

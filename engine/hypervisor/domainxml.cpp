@@ -6,35 +6,32 @@ namespace sandcastle {
 
 namespace {
 
-void element(QXmlStreamWriter &w, const QString &name, const QString &text)
-{
+void element(QXmlStreamWriter &w, const QString &name, const QString &text) {
     w.writeTextElement(name, text);
 }
 
 void emptyWith(QXmlStreamWriter &w, const QString &name,
-               std::initializer_list<std::pair<QString, QString>> attrs)
-{
+               std::initializer_list<std::pair<QString, QString>> attrs) {
     w.writeStartElement(name);
     for (const auto &[k, v] : attrs)
         w.writeAttribute(k, v);
     w.writeEndElement();
 }
 
-void channel(QXmlStreamWriter &w, const QString &socket, const QString &portName)
-{
+void channel(QXmlStreamWriter &w, const QString &socket, const QString &portName) {
     w.writeStartElement(QStringLiteral("channel"));
     w.writeAttribute(QStringLiteral("type"), QStringLiteral("unix"));
     emptyWith(w, QStringLiteral("source"),
               {{QStringLiteral("mode"), QStringLiteral("bind")}, {QStringLiteral("path"), socket}});
-    emptyWith(w, QStringLiteral("target"),
-              {{QStringLiteral("type"), QStringLiteral("virtio")}, {QStringLiteral("name"), portName}});
+    emptyWith(
+        w, QStringLiteral("target"),
+        {{QStringLiteral("type"), QStringLiteral("virtio")}, {QStringLiteral("name"), portName}});
     w.writeEndElement();
 }
 
 } // namespace
 
-QString guestKernelCmdline(bool kvm)
-{
+QString guestKernelCmdline(bool kvm) {
     // quiet: every console byte is a trapped I/O write under emulation.
     // No legacy keyboard/mouse probing and one UART: each probe costs
     // hundreds of milliseconds when emulated.
@@ -46,13 +43,13 @@ QString guestKernelCmdline(bool kvm)
     return cmdline;
 }
 
-QString buildDomainXml(const DomainSpec &spec)
-{
+QString buildDomainXml(const DomainSpec &spec) {
     QString xml;
     QXmlStreamWriter w(&xml);
     w.setAutoFormatting(true);
     w.writeStartElement(QStringLiteral("domain"));
-    w.writeAttribute(QStringLiteral("type"), spec.kvm ? QStringLiteral("kvm") : QStringLiteral("qemu"));
+    w.writeAttribute(QStringLiteral("type"),
+                     spec.kvm ? QStringLiteral("kvm") : QStringLiteral("qemu"));
     element(w, QStringLiteral("name"), spec.name);
     w.writeStartElement(QStringLiteral("memory"));
     w.writeAttribute(QStringLiteral("unit"), QStringLiteral("MiB"));
@@ -75,7 +72,8 @@ QString buildDomainXml(const DomainSpec &spec)
     w.writeEmptyElement(QStringLiteral("acpi"));
     w.writeEndElement();
     if (spec.kvm)
-        emptyWith(w, QStringLiteral("cpu"), {{QStringLiteral("mode"), QStringLiteral("host-passthrough")}});
+        emptyWith(w, QStringLiteral("cpu"),
+                  {{QStringLiteral("mode"), QStringLiteral("host-passthrough")}});
     emptyWith(w, QStringLiteral("clock"), {{QStringLiteral("offset"), QStringLiteral("utc")}});
     // A guest that powers off, reboots or panics is gone, never restarted.
     element(w, QStringLiteral("on_poweroff"), QStringLiteral("destroy"));
@@ -103,7 +101,8 @@ QString buildDomainXml(const DomainSpec &spec)
     w.writeEmptyElement(QStringLiteral("backingStore"));
     w.writeEndElement(); // backingStore
     emptyWith(w, QStringLiteral("target"),
-              {{QStringLiteral("dev"), QStringLiteral("vda")}, {QStringLiteral("bus"), QStringLiteral("virtio")}});
+              {{QStringLiteral("dev"), QStringLiteral("vda")},
+               {QStringLiteral("bus"), QStringLiteral("virtio")}});
     w.writeEndElement(); // disk
 
     w.writeStartElement(QStringLiteral("serial"));
@@ -125,7 +124,8 @@ QString buildDomainXml(const DomainSpec &spec)
     w.writeEndElement(); // rng
 
     emptyWith(w, QStringLiteral("controller"),
-              {{QStringLiteral("type"), QStringLiteral("usb")}, {QStringLiteral("model"), QStringLiteral("none")}});
+              {{QStringLiteral("type"), QStringLiteral("usb")},
+               {QStringLiteral("model"), QStringLiteral("none")}});
     // Free page reporting: memory the guest frees goes back to the host, so
     // a sandbox that once ran something big does not keep it resident.
     emptyWith(w, QStringLiteral("memballoon"),

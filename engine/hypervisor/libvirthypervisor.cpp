@@ -22,8 +22,7 @@ struct DomainDeleter {
 };
 using DomainPtr = std::unique_ptr<virDomain, DomainDeleter>;
 
-QString lastError()
-{
+QString lastError() {
     const char *msg = virGetLastErrorMessage();
     return msg ? QString::fromUtf8(msg) : QStringLiteral("unknown libvirt error");
 }
@@ -32,8 +31,7 @@ void ignoreLibvirtErrors(void *, virErrorPtr) {}
 
 /// libvirt's embedded driver needs its default event loop registered and
 /// run for the whole life of the connection; one thread for the process.
-void startEventLoop(const QString &logFile)
-{
+void startEventLoop(const QString &logFile) {
     static std::once_flag once;
     std::call_once(once, [&] {
         // libvirt logs warnings to stderr by default; keep them in a file.
@@ -50,26 +48,24 @@ void startEventLoop(const QString &logFile)
 
 } // namespace
 
-void LibvirtHypervisor::ConnDeleter::operator()(_virConnect *c) const
-{
+void LibvirtHypervisor::ConnDeleter::operator()(_virConnect *c) const {
     virConnectClose(c);
 }
 
 LibvirtHypervisor::LibvirtHypervisor(QString uri, QString embedRoot, bool kvm)
     : uri_(std::move(uri))
     , embedRoot_(std::move(embedRoot))
-    , kvm_(kvm)
-{
+    , kvm_(kvm) {
     if (uri_.isEmpty())
         uri_ = QStringLiteral("qemu:///embed?root=") + embedRoot_;
 }
 
 LibvirtHypervisor::~LibvirtHypervisor() = default;
 
-Result<void> LibvirtHypervisor::writeEmbedConfig()
-{
+Result<void> LibvirtHypervisor::writeEmbedConfig() {
     if (!QDir().mkpath(embedRoot_ + QStringLiteral("/etc")))
-        return fail(EngineError::Kind::Unavailable, QStringLiteral("cannot create %1").arg(embedRoot_));
+        return fail(EngineError::Kind::Unavailable,
+                    QStringLiteral("cannot create %1").arg(embedRoot_));
     QStringList lines = {
         // No virtlogd in embedded mode: QEMU writes its own log files.
         QStringLiteral("stdio_handler = \"file\""),
@@ -93,13 +89,13 @@ Result<void> LibvirtHypervisor::writeEmbedConfig()
     lines << QStringLiteral("dynamic_ownership = 0") << QStringLiteral("remember_owner = 0");
     QFile conf(embedRoot_ + QStringLiteral("/etc/qemu.conf"));
     if (!conf.open(QIODevice::WriteOnly | QIODevice::Truncate))
-        return fail(EngineError::Kind::Unavailable, QStringLiteral("cannot write %1").arg(conf.fileName()));
+        return fail(EngineError::Kind::Unavailable,
+                    QStringLiteral("cannot write %1").arg(conf.fileName()));
     conf.write(lines.join(QLatin1Char('\n')).toUtf8() + '\n');
     return {};
 }
 
-Result<void> LibvirtHypervisor::open()
-{
+Result<void> LibvirtHypervisor::open() {
     startEventLoop(embedRoot_ + QStringLiteral(".log"));
     if (uri_.startsWith(QStringLiteral("qemu:///embed"))) {
         if (auto r = writeEmbedConfig(); !r)
@@ -113,8 +109,7 @@ Result<void> LibvirtHypervisor::open()
     return {};
 }
 
-Result<void> LibvirtHypervisor::startDomain(const DomainSpec &spec)
-{
+Result<void> LibvirtHypervisor::startDomain(const DomainSpec &spec) {
     DomainSpec s = spec;
     s.kvm = kvm_;
     if (qemuUid_ != 0 && ::chown(spec.overlay.toLocal8Bit().constData(), qemuUid_, qemuGid_) != 0)
@@ -128,8 +123,7 @@ Result<void> LibvirtHypervisor::startDomain(const DomainSpec &spec)
     return {};
 }
 
-Result<void> LibvirtHypervisor::destroyDomain(const QString &name)
-{
+Result<void> LibvirtHypervisor::destroyDomain(const QString &name) {
     DomainPtr dom(virDomainLookupByName(conn_.get(), name.toUtf8().constData()));
     if (!dom)
         return {}; // already gone
@@ -144,8 +138,7 @@ Result<void> LibvirtHypervisor::destroyDomain(const QString &name)
     return {};
 }
 
-Result<QList<DomainStatus>> LibvirtHypervisor::listDomains()
-{
+Result<QList<DomainStatus>> LibvirtHypervisor::listDomains() {
     virDomainPtr *doms = nullptr;
     int n = virConnectListAllDomains(conn_.get(), &doms, 0);
     if (n < 0)
@@ -165,10 +158,10 @@ Result<QList<DomainStatus>> LibvirtHypervisor::listDomains()
     return out;
 }
 
-qint64 LibvirtHypervisor::domainPid(const QString &name)
-{
+qint64 LibvirtHypervisor::domainPid(const QString &name) {
     // The embedded driver keeps QEMU's pid file under its run directory.
-    QFile pidFile(embedRoot_ + QStringLiteral("/run/libvirt/qemu/") + name + QStringLiteral(".pid"));
+    QFile pidFile(embedRoot_ + QStringLiteral("/run/libvirt/qemu/") + name +
+                  QStringLiteral(".pid"));
     if (!pidFile.open(QIODevice::ReadOnly))
         return 0;
     return pidFile.readAll().trimmed().toLongLong();

@@ -28,8 +28,7 @@ struct Engine::Sandbox {
 
 namespace {
 
-QString newId()
-{
+QString newId() {
     // 20 base32 characters: 100 random bits, safe in paths and domain names.
     static const char alphabet[] = "abcdefghijklmnopqrstuvwxyz234567";
     QString id = QStringLiteral("sbx_");
@@ -38,32 +37,31 @@ QString newId()
     return id;
 }
 
-Result<void> createOverlay(const QString &base, const QString &overlay, int diskGiB)
-{
+Result<void> createOverlay(const QString &base, const QString &overlay, int diskGiB) {
     QProcess p;
     p.start(QStringLiteral("qemu-img"),
-            {QStringLiteral("create"), QStringLiteral("-q"), QStringLiteral("-f"), QStringLiteral("qcow2"),
-             QStringLiteral("-F"), QStringLiteral("qcow2"), QStringLiteral("-b"), base, overlay,
-             QStringLiteral("%1G").arg(diskGiB)});
+            {QStringLiteral("create"), QStringLiteral("-q"), QStringLiteral("-f"),
+             QStringLiteral("qcow2"), QStringLiteral("-F"), QStringLiteral("qcow2"),
+             QStringLiteral("-b"), base, overlay, QStringLiteral("%1G").arg(diskGiB)});
     if (!p.waitForFinished(60000) || p.exitStatus() != QProcess::NormalExit || p.exitCode() != 0)
-        return fail(Kind::Unavailable, QStringLiteral("could not create the sandbox disk: %1 %2")
-                                           .arg(p.errorString(), QString::fromUtf8(p.readAllStandardError())));
+        return fail(Kind::Unavailable,
+                    QStringLiteral("could not create the sandbox disk: %1 %2")
+                        .arg(p.errorString(), QString::fromUtf8(p.readAllStandardError())));
     return {};
 }
 
-template <typename T>
-QFuture<Result<T>> failed(Kind kind, const QString &message)
-{
+template <typename T> QFuture<Result<T>> failed(Kind kind, const QString &message) {
     return readyFuture<Result<T>>(std::unexpected(EngineError{kind, message}));
 }
 
 } // namespace
 
-EngineConfig EngineConfig::defaults()
-{
+EngineConfig EngineConfig::defaults() {
     EngineConfig c;
-    const QString home = qEnvironmentVariable("XDG_DATA_HOME", QDir::homePath() + QStringLiteral("/.local/share"));
-    const QString base = geteuid() == 0 ? QStringLiteral("/var/lib/sandcastle") : home + QStringLiteral("/sandcastle");
+    const QString home =
+        qEnvironmentVariable("XDG_DATA_HOME", QDir::homePath() + QStringLiteral("/.local/share"));
+    const QString base = geteuid() == 0 ? QStringLiteral("/var/lib/sandcastle")
+                                        : home + QStringLiteral("/sandcastle");
     c.dataDir = qEnvironmentVariable("SANDCASTLE_DATA_DIR", base);
     c.imageDir = qEnvironmentVariable("SANDCASTLE_IMAGE_DIR", base + QStringLiteral("/images"));
     c.libvirtUri = qEnvironmentVariable("SANDCASTLE_LIBVIRT_URI");
@@ -73,33 +71,28 @@ EngineConfig EngineConfig::defaults()
 Engine::Engine(EngineConfig config, QObject *parent)
     : QObject(parent)
     , config_(std::move(config))
-    , ownBackend_(true)
-{
+    , ownBackend_(true) {
     pool_.setMaxThreadCount(4);
 }
 
 Engine::Engine(EngineConfig config, std::unique_ptr<Hypervisor> hypervisor, QObject *parent)
     : QObject(parent)
     , config_(std::move(config))
-    , hypervisor_(std::move(hypervisor))
-{
+    , hypervisor_(std::move(hypervisor)) {
     pool_.setMaxThreadCount(4);
 }
 
-Engine::~Engine()
-{
+Engine::~Engine() {
     // VMs outlive the engine on purpose (a restart keeps them); the pool's
     // pending libvirt calls must finish before the backend goes away.
     pool_.waitForDone();
 }
 
-bool Engine::accelerated() const
-{
+bool Engine::accelerated() const {
     return hypervisor_ && hypervisor_->accelerated();
 }
 
-Result<void> Engine::open()
-{
+Result<void> Engine::open() {
     QDir data(config_.dataDir);
     if (!data.mkpath(QStringLiteral("sandboxes")))
         return fail(Kind::Unavailable, QStringLiteral("cannot create %1").arg(config_.dataDir));
@@ -121,38 +114,32 @@ Result<void> Engine::open()
     return hypervisor_->open();
 }
 
-QString Engine::domainNameFor(const QString &id)
-{
+QString Engine::domainNameFor(const QString &id) {
     return QStringLiteral("sandcastle-") + id;
 }
 
-bool Engine::isValidId(const QString &id)
-{
+bool Engine::isValidId(const QString &id) {
     static const QRegularExpression re(QStringLiteral("^sbx_[a-z2-7]{20}$"));
     return re.match(id).hasMatch();
 }
 
-QString Engine::sandboxDir(const QString &id) const
-{
+QString Engine::sandboxDir(const QString &id) const {
     return config_.dataDir + QStringLiteral("/sandboxes/") + id;
 }
 
-std::optional<SandboxInfo> Engine::sandbox(const QString &id) const
-{
+std::optional<SandboxInfo> Engine::sandbox(const QString &id) const {
     auto it = sandboxes_.find(id);
     if (it == sandboxes_.end())
         return std::nullopt;
     return (*it)->info;
 }
 
-GuestChannel *Engine::channel(const QString &id) const
-{
+GuestChannel *Engine::channel(const QString &id) const {
     auto it = sandboxes_.find(id);
     return it == sandboxes_.end() ? nullptr : (*it)->channel;
 }
 
-Result<Engine::Sandbox *> Engine::running(const QString &id) const
-{
+Result<Engine::Sandbox *> Engine::running(const QString &id) const {
     auto it = sandboxes_.find(id);
     if (it == sandboxes_.end())
         return fail(Kind::NotFound, QStringLiteral("no sandbox %1").arg(id));
@@ -164,12 +151,12 @@ Result<Engine::Sandbox *> Engine::running(const QString &id) const
     return it->get();
 }
 
-QFuture<Result<SandboxInfo>> Engine::create(const CreateOptions &options)
-{
+QFuture<Result<SandboxInfo>> Engine::create(const CreateOptions &options) {
     auto size = findSize(options.size);
     if (!size)
-        return failed<SandboxInfo>(Kind::InvalidArgument,
-                                   QStringLiteral("unknown size '%1': use small, medium or large").arg(options.size));
+        return failed<SandboxInfo>(
+            Kind::InvalidArgument,
+            QStringLiteral("unknown size '%1': use small, medium or large").arg(options.size));
     if (!hypervisor_)
         return failed<SandboxInfo>(Kind::Unavailable, QStringLiteral("the engine is not open"));
 
@@ -184,14 +171,16 @@ QFuture<Result<SandboxInfo>> Engine::create(const CreateOptions &options)
     info.consoleLog = dir + QStringLiteral("/console.log");
     const QString socket = dir + QStringLiteral("/agent.sock");
     if (socket.toLocal8Bit().size() > 107)
-        return failed<SandboxInfo>(Kind::Unavailable,
-                                   QStringLiteral("the data folder's path is too long for a UNIX socket "
-                                                  "(%1); choose a shorter SANDCASTLE_DATA_DIR")
-                                       .arg(socket));
+        return failed<SandboxInfo>(
+            Kind::Unavailable,
+            QStringLiteral("the data folder's path is too long for a UNIX socket "
+                           "(%1); choose a shorter SANDCASTLE_DATA_DIR")
+                .arg(socket));
     if (!QDir().mkpath(dir))
         return failed<SandboxInfo>(Kind::Unavailable, QStringLiteral("cannot create %1").arg(dir));
     QFile::setPermissions(dir, QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner |
-                                   QFile::ReadGroup | QFile::ExeGroup | QFile::ReadOther | QFile::ExeOther);
+                                   QFile::ReadGroup | QFile::ExeGroup | QFile::ReadOther |
+                                   QFile::ExeOther);
     sandboxes_.insert(info.id, box);
 
     DomainSpec spec;
@@ -206,8 +195,9 @@ QFuture<Result<SandboxInfo>> Engine::create(const CreateOptions &options)
     spec.consoleLog = info.consoleLog;
     spec.agentSocket = socket;
     spec.agentPortName = QString::fromLatin1(proto::kPortName);
-    spec.qgaSocket = qEnvironmentVariableIsSet("SANDCASTLE_BENCH_QGA") ? dir + QStringLiteral("/qga.sock")
-                                                                       : QString();
+    spec.qgaSocket = qEnvironmentVariableIsSet("SANDCASTLE_BENCH_QGA")
+                         ? dir + QStringLiteral("/qga.sock")
+                         : QString();
 
     auto promise = std::make_shared<QPromise<Result<SandboxInfo>>>();
     promise->start();
@@ -220,8 +210,9 @@ QFuture<Result<SandboxInfo>> Engine::create(const CreateOptions &options)
             sandboxes_.remove(id);
             Hypervisor *hv = hypervisor_.get();
             const QString domain = box->info.domainName;
-            runInPool(&pool_, [hv, domain] { return hv->destroyDomain(domain); })
-                .then(this, [this, id](Result<void>) { removeSandboxFiles(id); });
+            runInPool(&pool_, [hv, domain] {
+                return hv->destroyDomain(domain);
+            }).then(this, [this, id](Result<void>) { removeSandboxFiles(id); });
         }
         promise->addResult(std::move(r));
         promise->finish();
@@ -268,31 +259,33 @@ QFuture<Result<SandboxInfo>> Engine::create(const CreateOptions &options)
     return promise->future();
 }
 
-Result<void> Engine::validate(const ExecRequest &request)
-{
+Result<void> Engine::validate(const ExecRequest &request) {
     if (request.command.trimmed().isEmpty())
         return fail(Kind::InvalidArgument, QStringLiteral("command must not be empty"));
     if (request.command.contains(QChar(0)))
-        return fail(Kind::InvalidArgument, QStringLiteral("command must not contain NUL characters"));
+        return fail(Kind::InvalidArgument,
+                    QStringLiteral("command must not contain NUL characters"));
     if (request.timeoutMs < 1 || request.timeoutMs > 3600000)
-        return fail(Kind::InvalidArgument, QStringLiteral("timeout_ms must be between 1 and 3600000"));
+        return fail(Kind::InvalidArgument,
+                    QStringLiteral("timeout_ms must be between 1 and 3600000"));
     if (!request.cwd.isEmpty() && !request.cwd.startsWith(QLatin1Char('/')))
         return fail(Kind::InvalidArgument, QStringLiteral("cwd must be an absolute path"));
     static const QRegularExpression name(QStringLiteral("^[A-Za-z_][A-Za-z0-9_]{0,127}$"));
     for (const auto &[key, value] : request.env) {
         if (!name.match(key).hasMatch())
-            return fail(Kind::InvalidArgument,
-                        QStringLiteral("env name '%1' is not a valid variable name").arg(key.left(64)));
+            return fail(
+                Kind::InvalidArgument,
+                QStringLiteral("env name '%1' is not a valid variable name").arg(key.left(64)));
         if (value.contains(QChar(0)))
-            return fail(Kind::InvalidArgument, QStringLiteral("env value of %1 contains NUL").arg(key));
+            return fail(Kind::InvalidArgument,
+                        QStringLiteral("env value of %1 contains NUL").arg(key));
     }
     if (request.outputCap < 0 || request.outputCap > (64ll << 20))
         return fail(Kind::InvalidArgument, QStringLiteral("output cap out of range"));
     return {};
 }
 
-QFuture<Result<ExecResult>> Engine::exec(const QString &id, const ExecRequest &request)
-{
+QFuture<Result<ExecResult>> Engine::exec(const QString &id, const ExecRequest &request) {
     auto box = running(id);
     if (!box)
         return readyFuture<Result<ExecResult>>(std::unexpected(box.error()));
@@ -301,15 +294,17 @@ QFuture<Result<ExecResult>> Engine::exec(const QString &id, const ExecRequest &r
     return (*box)->channel->exec(request);
 }
 
-QFuture<Result<void>> Engine::writeFile(const QString &id, const QString &path, const QByteArray &data)
-{
+QFuture<Result<void>> Engine::writeFile(const QString &id, const QString &path,
+                                        const QByteArray &data) {
     auto box = running(id);
     if (!box)
         return readyFuture<Result<void>>(std::unexpected(box.error()));
     if (!path.startsWith(QLatin1Char('/')) || path.contains(QChar(0)))
         return failed<void>(Kind::InvalidArgument, QStringLiteral("path must be absolute"));
     if (data.size() > config_.fileSizeLimit)
-        return failed<void>(Kind::TooLarge, QStringLiteral("files are limited to %1 bytes").arg(config_.fileSizeLimit));
+        return failed<void>(
+            Kind::TooLarge,
+            QStringLiteral("files are limited to %1 bytes").arg(config_.fileSizeLimit));
     return (*box)->channel->writeFile(path, data).then(this, [](Result<qint64> r) -> Result<void> {
         if (!r)
             return std::unexpected(r.error());
@@ -317,8 +312,7 @@ QFuture<Result<void>> Engine::writeFile(const QString &id, const QString &path, 
     });
 }
 
-QFuture<Result<QByteArray>> Engine::readFile(const QString &id, const QString &path)
-{
+QFuture<Result<QByteArray>> Engine::readFile(const QString &id, const QString &path) {
     auto box = running(id);
     if (!box)
         return readyFuture<Result<QByteArray>>(std::unexpected(box.error()));
@@ -327,8 +321,7 @@ QFuture<Result<QByteArray>> Engine::readFile(const QString &id, const QString &p
     return (*box)->channel->readFile(path, config_.fileSizeLimit);
 }
 
-QFuture<Result<void>> Engine::destroy(const QString &id)
-{
+QFuture<Result<void>> Engine::destroy(const QString &id) {
     if (!isValidId(id))
         return failed<void>(Kind::NotFound, QStringLiteral("no sandbox %1").arg(id.left(64)));
     auto it = sandboxes_.find(id);
@@ -350,8 +343,7 @@ QFuture<Result<void>> Engine::destroy(const QString &id)
         });
 }
 
-void Engine::removeSandboxFiles(const QString &id)
-{
+void Engine::removeSandboxFiles(const QString &id) {
     QDir(sandboxDir(id)).removeRecursively();
 }
 
