@@ -1,5 +1,7 @@
 #include "guestchannel.h"
 
+#include "../async.h"
+
 #include <QCoreApplication>
 #include <QPromise>
 
@@ -324,13 +326,17 @@ void GuestChannel::failAll(const EngineError &error) {
         p->fail(error);
 }
 
-QFuture<Result<ExecResult>> GuestChannel::exec(const ExecRequest &request) {
-    auto pending = std::make_unique<ExecPending>(request.outputCap);
+template <typename P> auto GuestChannel::start(std::unique_ptr<P> pending) {
     auto future = pending->future();
-    if (!isConnected()) {
+    quint32 id = 0;
+    if (isConnected())
+        id = add(std::move(pending));
+    else
         pending->fail({Kind::Unavailable, QStringLiteral("the guest agent is not connected")});
-        return future;
-    }
+    return std::make_pair(id, future);
+}
+
+QFuture<Result<ExecResult>> GuestChannel::exec(const ExecRequest &request) {
     proto::PayloadWriter w;
     w.u32(quint32(request.timeoutMs))
         .u32(quint32(request.outputCap))
@@ -339,13 +345,13 @@ QFuture<Result<ExecResult>> GuestChannel::exec(const ExecRequest &request) {
         .u32(quint32(request.env.size()));
     for (const auto &[name, value] : request.env)
         w.bytes(name.toStdString()).bytes(value.toStdString());
-    if (w.data().size() > proto::kMaxPayload) {
-        pending->fail(
-            {Kind::TooLarge,
-             QStringLiteral("command and env together exceed %1 bytes").arg(proto::kMaxPayload)});
+    if (w.data().size() > proto::kMaxPayload)
+        return readyFuture<Result<ExecResult>>(std::unexpected(EngineError{
+            Kind::TooLarge,
+            QStringLiteral("command and env together exceed %1 bytes").arg(proto::kMaxPayload)}));
+    auto [id, future] = start(std::make_unique<ExecPending>(request.outputCap));
+    if (!id)
         return future;
-    }
-    quint32 id = add(std::move(pending));
     send(Type::Exec, id, w.data());
     // The agent enforces the timeout; this is the backstop for an agent that
     // never reports back (a hostile or wedged guest).
@@ -363,13 +369,9 @@ QFuture<Result<ExecResult>> GuestChannel::exec(const ExecRequest &request) {
 
 QFuture<Result<qint64>> GuestChannel::writeFile(const QString &path, const QByteArray &data,
                                                 int mode) {
-    auto pending = std::make_unique<WritePending>();
-    auto future = pending->future();
-    if (!isConnected()) {
-        pending->fail({Kind::Unavailable, QStringLiteral("the guest agent is not connected")});
+    auto [id, future] = start(std::make_unique<WritePending>());
+    if (!id)
         return future;
-    }
-    quint32 id = add(std::move(pending));
     send(Type::WriteOpen, id,
          proto::PayloadWriter().bytes(path.toStdString()).u32(quint32(mode)).data());
     for (qsizetype off = 0; off < data.size(); off += qsizetype(proto::kChunkSize)) {
@@ -381,26 +383,17 @@ QFuture<Result<qint64>> GuestChannel::writeFile(const QString &path, const QByte
 }
 
 QFuture<Result<QByteArray>> GuestChannel::readFile(const QString &path, qint64 limit) {
-    auto pending = std::make_unique<ReadPending>(limit);
-    auto future = pending->future();
-    if (!isConnected()) {
-        pending->fail({Kind::Unavailable, QStringLiteral("the guest agent is not connected")});
-        return future;
-    }
-    quint32 id = add(std::move(pending));
-    send(Type::ReadOpen, id,
-         proto::PayloadWriter().bytes(path.toStdString()).u64(quint64(limit)).data());
+    auto [id, future] = start(std::make_unique<ReadPending>(limit));
+    if (id)
+        send(Type::ReadOpen, id,
+             proto::PayloadWriter().bytes(path.toStdString()).u64(quint64(limit)).data());
     return future;
 }
 
 QFuture<Result<void>> GuestChannel::ping() {
-    auto pending = std::make_unique<PingPending>();
-    auto future = pending->future();
-    if (!isConnected()) {
-        pending->fail({Kind::Unavailable, QStringLiteral("the guest agent is not connected")});
-        return future;
-    }
-    send(Type::Ping, add(std::move(pending)));
+    auto [id, future] = start(std::make_unique<PingPending>());
+    if (id)
+        send(Type::Ping, id);
     return future;
 }
 

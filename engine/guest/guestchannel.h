@@ -48,6 +48,9 @@ signals:
 
 private:
     quint32 add(std::unique_ptr<Pending> pending);
+    /// Registers `pending` and returns its id with its future; id 0 (and
+    /// the future already failed) when the agent is not connected.
+    template <typename P> auto start(std::unique_ptr<P> pending);
     void send(proto::Type type, quint32 id, std::string_view payload = {});
     void onReadyRead();
     void onDisconnected();

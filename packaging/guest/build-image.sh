@@ -80,12 +80,13 @@ build_rootfs() {
   local pkgs
   pkgs=$(grep -vE '^\s*(#|$)' "$here/rootfs-packages.txt" | paste -sd, -)
   step "1/4 debootstrapping $suite from $mirror (takes minutes; downloads ~400 MB)"
-  mmdebstrap --mode=root --variant=minbase --include="$pkgs" \
+  if ! mmdebstrap --mode=root --variant=minbase --include="$pkgs" \
     --aptopt='Acquire::Retries "3"' \
     --customize-hook="cp '$here/rootfs-setup.sh' \"\$1/tmp/setup.sh\" && chroot \"\$1\" env SC_MIRROR='$mirror' SC_SUITE='$suite' sh /tmp/setup.sh && rm \"\$1/tmp/setup.sh\"" \
     "$suite" "$tmp/root" "$mirror" 2>&1 |
-    while IFS= read -r line; do printf '  %s\n' "$line"; done
-  [ "${PIPESTATUS[0]}" = 0 ] || die "mmdebstrap failed (network or mirror unreachable? see above)"
+    while IFS= read -r line; do printf '  %s\n' "$line"; done; then
+    die "mmdebstrap failed (network or mirror unreachable? disk full? see above)"
+  fi
 
   step "2/4 taking out the kernel and modules"
   local vmlinuz kver
