@@ -134,8 +134,11 @@ bool Agent::outputRoom() const {
     return out_.size() - outPos_ < kOutHighWater;
 }
 
-int Agent::run() {
+int Agent::run(const std::function<void()> &afterReady) {
     send(Type::Ready, 0, proto::PayloadWriter().u32(proto::kVersion).bytes(kAgentVersion).data());
+    flushPort();
+    if (afterReady)
+        afterReady();
     std::vector<pollfd> fds;
     std::vector<std::pair<uint32_t, int>> owners; // exec id and stream per pollfd
     for (;;) {

@@ -8,6 +8,7 @@
 
 #include <sys/types.h>
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -21,8 +22,9 @@ class Agent {
 public:
     explicit Agent(int portFd);
     ~Agent();
-    /// Runs forever; returns only if the port is unusable.
-    int run();
+    /// Runs forever; returns only if the port is unusable. `afterReady` runs
+    /// once, after the first Ready has been handed to the port.
+    int run(const std::function<void()> &afterReady = {});
 
 private:
     struct Exec;

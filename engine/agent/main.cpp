@@ -26,7 +26,12 @@ int main(int argc, char **argv) {
         }
         agent::logLine("ready on " + path);
         agent::Agent a(fd);
-        a.run();
+        static bool lateDone = false;
+        a.run([] {
+            if (getpid() == 1 && !lateDone)
+                agent::runBootScript("late", false);
+            lateDone = true;
+        });
         close(fd);
         agent::logLine("port failed; reopening");
         if (getpid() != 1)

@@ -6,9 +6,16 @@
 
 namespace sandcastle::agent {
 
-/// When the agent is PID 1: mounts /proc, /sys, /dev/pts, /run, /tmp, sets
-/// the hostname and runs /run/sandcastle/boot.sh if the image has one.
+/// When the agent is PID 1: mounts /proc, /sys, /dev/pts, /tmp and the
+/// rest, sets the hostname, brings loopback up and runs the boot script's
+/// "early" phase.
 void initSystem();
+
+void loopbackUp();
+
+/// Runs `/run/sandcastle/boot.sh <phase>` if the initramfs brought one;
+/// waits for it when `wait` is set.
+void runBootScript(const char *phase, bool wait);
 
 /// Path of the /dev node of the virtio port named `name`, or empty.
 /// There is no udev in the guest, so /dev/virtio-ports/ does not exist.
