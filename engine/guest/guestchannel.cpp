@@ -47,6 +47,7 @@ class GuestChannel::Pending {
 public:
     virtual ~Pending() = default;
     /// Handles a frame for this operation; true when the operation is done.
+    /// Error frames never come here: they end any operation the same way.
     virtual bool onFrame(const Frame &f) = 0;
     virtual void fail(const EngineError &e) = 0;
 };
@@ -106,12 +107,9 @@ public:
 class PingPending : public PendingOf<void> {
 public:
     bool onFrame(const Frame &f) override {
-        if (f.type == Type::Pong)
-            resolve({});
-        else if (f.type == Type::Error)
-            fail(agentError(f));
-        else
+        if (f.type != Type::Pong)
             return false;
+        resolve({});
         return true;
     }
 };
@@ -145,9 +143,6 @@ public:
             resolve(std::move(result_));
             return true;
         }
-        case Type::Error:
-            fail(agentError(f));
-            return true;
         default:
             return false;
         }
@@ -171,14 +166,10 @@ private:
 class WritePending : public PendingOf<qint64> {
 public:
     bool onFrame(const Frame &f) override {
-        if (f.type == Type::Done) {
-            proto::PayloadReader r(f.payload);
-            resolve(qint64(r.u64()));
-        } else if (f.type == Type::Error) {
-            fail(agentError(f));
-        } else {
+        if (f.type != Type::Done)
             return false;
-        }
+        proto::PayloadReader r(f.payload);
+        resolve(qint64(r.u64()));
         return true;
     }
 };
@@ -199,9 +190,6 @@ public:
             return false;
         case Type::Done:
             resolve(std::move(data_));
-            return true;
-        case Type::Error:
-            fail(agentError(f));
             return true;
         default:
             return false;
@@ -299,7 +287,12 @@ void GuestChannel::onReadyRead() {
         auto it = pending_.find(id);
         if (it == pending_.end())
             continue; // a late answer to something that already timed out
-        if (it->second->onFrame(f)) {
+        bool done = true;
+        if (f.type == Type::Error)
+            it->second->fail(agentError(f));
+        else
+            done = it->second->onFrame(f);
+        if (done) {
             pending_.erase(it);
             if (id == helloId_) {
                 up_ = true;
