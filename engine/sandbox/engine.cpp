@@ -218,7 +218,7 @@ QFuture<Result<SandboxInfo>> Engine::create(const CreateOptions &options) {
         promise->finish();
     };
 
-    QElapsedTimer *clock = new QElapsedTimer;
+    auto clock = std::make_shared<QElapsedTimer>();
     clock->start();
     Hypervisor *hv = hypervisor_.get();
     const int diskGiB = size->diskGiB;
@@ -230,7 +230,6 @@ QFuture<Result<SandboxInfo>> Engine::create(const CreateOptions &options) {
         if (started && box->state == Sandbox::State::Destroying)
             started = fail(Kind::Conflict, QStringLiteral("destroyed while it was starting"));
         if (!started) {
-            delete clock;
             finish(std::unexpected(started.error()));
             return;
         }
@@ -244,7 +243,6 @@ QFuture<Result<SandboxInfo>> Engine::create(const CreateOptions &options) {
         box->channel->connectToAgent(config_.bootTimeoutMs)
             .then(this, [this, box, finish, clock](Result<QString> hello) {
                 box->info.bootMs = clock->elapsed();
-                delete clock;
                 if (!hello) {
                     EngineError e = hello.error();
                     e.message += QStringLiteral(" (console log: %1)").arg(box->info.consoleLog);
