@@ -36,9 +36,6 @@ public:
 
     /// Every domain the hypervisor knows, running or not.
     virtual Result<QList<DomainStatus>> listDomains() = 0;
-
-    /// The PID of the domain's QEMU process, or 0 when unknown.
-    virtual qint64 domainPid(const QString &name) = 0;
 };
 
 } // namespace sandcastle

@@ -158,13 +158,4 @@ Result<QList<DomainStatus>> LibvirtHypervisor::listDomains() {
     return out;
 }
 
-qint64 LibvirtHypervisor::domainPid(const QString &name) {
-    // The embedded driver keeps QEMU's pid file under its run directory.
-    QFile pidFile(embedRoot_ + QStringLiteral("/run/libvirt/qemu/") + name +
-                  QStringLiteral(".pid"));
-    if (!pidFile.open(QIODevice::ReadOnly))
-        return 0;
-    return pidFile.readAll().trimmed().toLongLong();
-}
-
 } // namespace sandcastle

@@ -25,7 +25,6 @@ public:
     Result<void> startDomain(const DomainSpec &spec) override;
     Result<void> destroyDomain(const QString &name) override;
     Result<QList<DomainStatus>> listDomains() override;
-    qint64 domainPid(const QString &name) override;
 
     QString uri() const { return uri_; }
 
