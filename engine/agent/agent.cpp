@@ -174,10 +174,8 @@ int Agent::run(const std::function<void()> &afterReady) {
             short re = fds[0].revents;
             if (re & POLLIN)
                 readPort();
-            else if (re & (POLLHUP | POLLERR)) {
-                hostConnected_ = false;
-                nextPortCheckMs_ = nowMs() + kPortRetryMs;
-            }
+            else if (re & (POLLHUP | POLLERR))
+                hostGone();
             if (hostConnected_ && (re & POLLOUT))
                 flushPort();
             if (fds[1].revents & POLLIN)
@@ -205,17 +203,22 @@ int Agent::run(const std::function<void()> &afterReady) {
     }
 }
 
+void Agent::hostGone() {
+    // The host closed its end. Keep every command running; drop what was
+    // queued for the old connection and any half-read frame, so a new host
+    // starts on a frame boundary.
+    hostConnected_ = false;
+    nextPortCheckMs_ = nowMs() + kPortRetryMs;
+    out_.clear();
+    outPos_ = 0;
+    reader_ = proto::FrameReader();
+}
+
 void Agent::readPort() {
     char buf[256 * 1024];
     ssize_t n = read(port_, buf, sizeof buf);
     if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
-        // The host closed its end. Keep every command running; drop what
-        // was queued for the old connection.
-        hostConnected_ = false;
-        nextPortCheckMs_ = nowMs() + kPortRetryMs;
-        out_.clear();
-        outPos_ = 0;
-        reader_ = proto::FrameReader();
+        hostGone();
         return;
     }
     if (n < 0)
@@ -241,12 +244,8 @@ void Agent::flushPort() {
         }
         if (n < 0 && errno == EINTR)
             continue;
-        if (n < 0 && errno != EAGAIN) {
-            hostConnected_ = false;
-            nextPortCheckMs_ = nowMs() + kPortRetryMs;
-            out_.clear();
-            outPos_ = 0;
-        }
+        if (n < 0 && errno != EAGAIN)
+            hostGone();
         break;
     }
     if (outPos_ == out_.size() || outPos_ > (4u << 20)) {

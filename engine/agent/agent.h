@@ -40,6 +40,7 @@ private:
     void reapChildren();
     void finishExec(uint32_t id);
     void checkDeadlines();
+    void hostGone();
     void readPort();
     void flushPort();
     void send(proto::Type type, uint32_t id, std::string_view payload = {});
