@@ -20,6 +20,10 @@ QString kindName(EngineError::Kind kind) {
         return QStringLiteral("unavailable");
     case EngineError::Kind::Timeout:
         return QStringLiteral("timeout");
+    case EngineError::Kind::QuotaExceeded:
+        return QStringLiteral("quota_exceeded");
+    case EngineError::Kind::NoCredit:
+        return QStringLiteral("no_credit");
     case EngineError::Kind::Internal:
         break;
     }

@@ -19,6 +19,8 @@ struct EngineError {
         NoSpace,          // the sandbox's disk is full
         Unavailable,      // hypervisor, image or guest agent not ready
         Timeout,          // the guest did not answer in time
+        QuotaExceeded,    // the account's cap of live sandboxes is reached
+        NoCredit,         // the account's prepaid credit is used up
         Internal,         // a bug or an unexpected host failure
     };
     Kind kind = Kind::Internal;

@@ -28,15 +28,6 @@ struct Engine::Sandbox {
 
 namespace {
 
-QString newId() {
-    // 20 base32 characters: 100 random bits, safe in paths and domain names.
-    static const char alphabet[] = "abcdefghijklmnopqrstuvwxyz234567";
-    QString id = QStringLiteral("sbx_");
-    for (int i = 0; i < 20; ++i)
-        id += QLatin1Char(alphabet[QRandomGenerator::system()->bounded(32)]);
-    return id;
-}
-
 Result<void> createOverlay(const QString &base, const QString &overlay, int diskGiB) {
     QProcess p;
     p.start(QStringLiteral("qemu-img"),
@@ -102,8 +93,10 @@ Result<void> Engine::open() {
         QFile::setPermissions(dir, QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner |
                                        QFile::ExeGroup | QFile::ExeOther);
     auto image = GuestImage::load(config_.imageDir);
-    if (!image)
+    if (!image) {
+        notOpen_ = image.error().message;
         return std::unexpected(image.error());
+    }
     image_ = *image;
     if (ownBackend_) {
         AccelProbe accel = probeAccel();
@@ -111,11 +104,32 @@ Result<void> Engine::open() {
         hypervisor_ = std::make_unique<LibvirtHypervisor>(
             config_.libvirtUri, config_.dataDir + QStringLiteral("/libvirt"), accel.kvm);
     }
-    return hypervisor_->open();
+    auto opened = hypervisor_->open();
+    open_ = opened.has_value();
+    if (!opened)
+        notOpen_ = opened.error().message;
+    return opened;
 }
 
 QString Engine::domainNameFor(const QString &id) {
     return QStringLiteral("sandcastle-") + id;
+}
+
+QString Engine::idForDomain(const QString &domainName) {
+    static const QString prefix = QStringLiteral("sandcastle-");
+    if (!domainName.startsWith(prefix))
+        return {};
+    const QString id = domainName.mid(prefix.size());
+    return isValidId(id) ? id : QString();
+}
+
+QString Engine::newId() {
+    // 20 base32 characters: 100 random bits, safe in paths and domain names.
+    static const char alphabet[] = "abcdefghijklmnopqrstuvwxyz234567";
+    QString id = QStringLiteral("sbx_");
+    for (int i = 0; i < 20; ++i)
+        id += QLatin1Char(alphabet[QRandomGenerator::system()->bounded(32)]);
+    return id;
 }
 
 bool Engine::isValidId(const QString &id) {
@@ -157,12 +171,16 @@ QFuture<Result<SandboxInfo>> Engine::create(const CreateOptions &options) {
         return failed<SandboxInfo>(
             Kind::InvalidArgument,
             QStringLiteral("unknown size '%1': use small, medium or large").arg(options.size));
-    if (!hypervisor_)
-        return failed<SandboxInfo>(Kind::Unavailable, QStringLiteral("the engine is not open"));
+    if (!open_)
+        return failed<SandboxInfo>(Kind::Unavailable, notOpen_);
 
+    if (!options.id.isEmpty() && (!isValidId(options.id) || sandboxes_.contains(options.id)))
+        return failed<SandboxInfo>(
+            Kind::InvalidArgument,
+            QStringLiteral("sandbox id %1 is malformed or taken").arg(options.id.left(64)));
     auto box = std::make_shared<Sandbox>();
     SandboxInfo &info = box->info;
-    info.id = newId();
+    info.id = options.id.isEmpty() ? newId() : options.id;
     info.name = options.name;
     info.size = *size;
     info.domainName = domainNameFor(info.id);
@@ -226,33 +244,76 @@ QFuture<Result<SandboxInfo>> Engine::create(const CreateOptions &options) {
         if (auto r = createOverlay(spec.base, spec.overlay, diskGiB); !r)
             return r;
         return hv->startDomain(spec);
-    }).then(this, [this, box, socket, finish, clock](Result<void> started) {
+    }).then(this, [this, box, finish, clock](Result<void> started) {
         if (started && box->state == Sandbox::State::Destroying)
             started = fail(Kind::Conflict, QStringLiteral("destroyed while it was starting"));
         if (!started) {
             finish(std::unexpected(started.error()));
             return;
         }
-        box->channel = new GuestChannel(socket, this);
-        const QString id = box->info.id;
-        connect(box->channel, &GuestChannel::lost, this, [this, id](const QString &reason) {
-            auto it = sandboxes_.find(id);
-            if (it != sandboxes_.end() && (*it)->state == Sandbox::State::Running)
-                emit sandboxLost(id, reason);
+        connectAgent(box, config_.bootTimeoutMs, [box, finish, clock](Result<SandboxInfo> r) {
+            box->info.bootMs = clock->elapsed();
+            if (r)
+                r->bootMs = box->info.bootMs;
+            finish(std::move(r));
         });
-        box->channel->connectToAgent(config_.bootTimeoutMs)
-            .then(this, [this, box, finish, clock](Result<QString> hello) {
-                box->info.bootMs = clock->elapsed();
-                if (!hello) {
-                    EngineError e = hello.error();
-                    e.message += QStringLiteral(" (console log: %1)").arg(box->info.consoleLog);
-                    finish(std::unexpected(e));
-                    return;
-                }
-                box->state = Sandbox::State::Running;
-                emit sandboxReady(box->info.id);
-                finish(box->info);
-            });
+    });
+    return promise->future();
+}
+
+void Engine::connectAgent(std::shared_ptr<Sandbox> box, int timeoutMs,
+                          std::function<void(Result<SandboxInfo>)> finish) {
+    const QString id = box->info.id;
+    box->channel = new GuestChannel(sandboxDir(id) + QStringLiteral("/agent.sock"), this);
+    connect(box->channel, &GuestChannel::lost, this, [this, id](const QString &reason) {
+        auto it = sandboxes_.find(id);
+        if (it != sandboxes_.end() && (*it)->state == Sandbox::State::Running)
+            emit sandboxLost(id, reason);
+    });
+    box->channel->connectToAgent(timeoutMs).then(
+        this, [this, box, finish = std::move(finish)](Result<QString> hello) {
+            if (box->state == Sandbox::State::Destroying) {
+                finish(fail(Kind::Conflict, QStringLiteral("destroyed while it was starting")));
+                return;
+            }
+            if (!hello) {
+                EngineError e = hello.error();
+                e.message += QStringLiteral(" (console log: %1)").arg(box->info.consoleLog);
+                finish(std::unexpected(e));
+                return;
+            }
+            box->state = Sandbox::State::Running;
+            emit sandboxReady(box->info.id);
+            finish(box->info);
+        });
+}
+
+QFuture<Result<SandboxInfo>> Engine::attach(const QString &id, const QString &size,
+                                            const QString &name, int timeoutMs) {
+    auto found = findSize(size);
+    if (!isValidId(id) || !found || sandboxes_.contains(id))
+        return failed<SandboxInfo>(Kind::InvalidArgument,
+                                   QStringLiteral("cannot attach sandbox %1").arg(id.left(64)));
+    if (!open_)
+        return failed<SandboxInfo>(Kind::Unavailable, notOpen_);
+    auto box = std::make_shared<Sandbox>();
+    box->info.id = id;
+    box->info.name = name;
+    box->info.size = *found;
+    box->info.domainName = domainNameFor(id);
+    box->info.consoleLog = sandboxDir(id) + QStringLiteral("/console.log");
+    sandboxes_.insert(id, box);
+    auto promise = std::make_shared<QPromise<Result<SandboxInfo>>>();
+    promise->start();
+    connectAgent(box, timeoutMs, [this, box, promise](Result<SandboxInfo> r) {
+        if (!r && sandboxes_.value(box->info.id) == box) {
+            // The caller decides whether to destroy the VM; only forget it.
+            delete box->channel;
+            box->channel = nullptr;
+            sandboxes_.remove(box->info.id);
+        }
+        promise->addResult(std::move(r));
+        promise->finish();
     });
     return promise->future();
 }
@@ -322,6 +383,8 @@ QFuture<Result<QByteArray>> Engine::readFile(const QString &id, const QString &p
 QFuture<Result<void>> Engine::destroy(const QString &id) {
     if (!isValidId(id))
         return failed<void>(Kind::NotFound, QStringLiteral("no sandbox %1").arg(id.left(64)));
+    if (!open_)
+        return failed<void>(Kind::Unavailable, notOpen_);
     auto it = sandboxes_.find(id);
     if (it != sandboxes_.end()) {
         (*it)->state = Sandbox::State::Destroying;
@@ -339,6 +402,23 @@ QFuture<Result<void>> Engine::destroy(const QString &id) {
                 emit sandboxDestroyed(id);
             return {};
         });
+}
+
+QFuture<Result<QList<DomainStatus>>> Engine::listDomains() {
+    if (!open_)
+        return failed<QList<DomainStatus>>(Kind::Unavailable, notOpen_);
+    Hypervisor *hv = hypervisor_.get();
+    return runInPool(&pool_, [hv] { return hv->listDomains(); });
+}
+
+QStringList Engine::sandboxFolders() const {
+    QStringList out;
+    for (const QString &name : QDir(config_.dataDir + QStringLiteral("/sandboxes"))
+                                   .entryList(QDir::Dirs | QDir::NoDotAndDotDot)) {
+        if (isValidId(name))
+            out << name;
+    }
+    return out;
 }
 
 void Engine::removeSandboxFiles(const QString &id) {

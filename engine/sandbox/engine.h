@@ -16,6 +16,7 @@
 #include <QObject>
 #include <QThreadPool>
 
+#include <functional>
 #include <memory>
 
 namespace sandcastle {
@@ -38,6 +39,7 @@ struct EngineConfig {
 struct CreateOptions {
     QString size = QStringLiteral("small");
     QString name;
+    QString id; // empty: a new one; the service picks it to record it first
 };
 
 struct SandboxInfo {
@@ -65,11 +67,20 @@ public:
     QString accelReason() const { return accelReason_; }
 
     QFuture<Result<SandboxInfo>> create(const CreateOptions &options);
+    /// Takes over a sandbox whose VM outlived an earlier run of the app:
+    /// reconnects to its agent. Fails if the VM or its agent does not answer.
+    QFuture<Result<SandboxInfo>> attach(const QString &id, const QString &size, const QString &name,
+                                        int timeoutMs = 30000);
     QFuture<Result<ExecResult>> exec(const QString &id, const ExecRequest &request);
     QFuture<Result<void>> writeFile(const QString &id, const QString &path, const QByteArray &data);
     QFuture<Result<QByteArray>> readFile(const QString &id, const QString &path);
     /// Stops the VM, deletes its disk and files. Harmless to repeat.
     QFuture<Result<void>> destroy(const QString &id);
+
+    /// Every domain the hypervisor knows (off the event loop).
+    QFuture<Result<QList<DomainStatus>>> listDomains();
+    /// Sandbox folders on disk (sandboxes/<id>), for sweeping strays.
+    QStringList sandboxFolders() const;
 
     QStringList sandboxIds() const { return sandboxes_.keys(); }
     std::optional<SandboxInfo> sandbox(const QString &id) const;
@@ -79,6 +90,9 @@ public:
     const EngineConfig &config() const { return config_; }
 
     static QString domainNameFor(const QString &id);
+    /// The sandbox id of one of our domains, or empty for anyone else's.
+    static QString idForDomain(const QString &domainName);
+    static QString newId();
     static bool isValidId(const QString &id);
     /// Checks an exec request against the API's limits.
     static Result<void> validate(const ExecRequest &request);
@@ -92,12 +106,17 @@ signals:
 private:
     struct Sandbox;
     Result<Sandbox *> running(const QString &id) const;
+    /// Opens the agent channel of a started VM; `finish` gets the outcome.
+    void connectAgent(std::shared_ptr<Sandbox> box, int timeoutMs,
+                      std::function<void(Result<SandboxInfo>)> finish);
     QString sandboxDir(const QString &id) const;
     void removeSandboxFiles(const QString &id);
 
     EngineConfig config_;
     std::unique_ptr<Hypervisor> hypervisor_;
     bool ownBackend_ = false;
+    bool open_ = false;
+    QString notOpen_ = QStringLiteral("VMs are not available: the engine is not open");
     QString accelReason_;
     GuestImage image_;
     QThreadPool pool_;

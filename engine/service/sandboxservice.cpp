@@ -1,0 +1,486 @@
+#include "sandboxservice.h"
+
+#include "../async.h"
+
+#include <QDateTime>
+#include <QPromise>
+#include <QtDebug>
+
+namespace sandcastle {
+
+using Kind = EngineError::Kind;
+
+namespace {
+
+constexpr qint64 kMaxLifetimeMs = 24 * 3600 * 1000ll;
+
+template <typename T> QFuture<Result<T>> failedWith(const EngineError &e) {
+    return readyFuture<Result<T>>(std::unexpected(e));
+}
+
+QString when(qint64 ms) {
+    return QDateTime::fromMSecsSinceEpoch(ms, Qt::UTC).toString(Qt::ISODate);
+}
+
+/// Why a sandbox that is not running cannot take a command.
+EngineError notRunning(const SandboxRecord &r) {
+    QString message = QStringLiteral("sandbox %1 is %2").arg(r.id, statusName(r.status));
+    if (!r.statusReason.isEmpty())
+        message += QStringLiteral(" (%1)").arg(r.statusReason);
+    if (r.status == SandboxStatus::Creating)
+        message += QStringLiteral(": retry when its status is running");
+    else
+        message += QStringLiteral(": create a new sandbox");
+    return {Kind::Conflict, message};
+}
+
+} // namespace
+
+QString previewOf(const QByteArray &data, int bytes) {
+    QByteArray tail = data.right(bytes);
+    // Do not start in the middle of a UTF-8 sequence.
+    int skip = 0;
+    while (skip < tail.size() && skip < 3 && (quint8(tail[skip]) & 0xC0) == 0x80)
+        ++skip;
+    return QString::fromUtf8(tail.mid(skip));
+}
+
+SandboxService::SandboxService(Engine *engine, Store *store, Settings settings, QObject *parent)
+    : QObject(parent)
+    , engine_(engine)
+    , store_(store)
+    , settings_(std::move(settings)) {
+    connect(engine_, &Engine::sandboxLost, this, &SandboxService::onLost);
+    ticker_.setInterval(1000);
+    connect(&ticker_, &QTimer::timeout, this, &SandboxService::tick);
+    reconciler_.setInterval(settings_.reconcileIntervalMs);
+    connect(&reconciler_, &QTimer::timeout, this, [this] { reconcile(); });
+}
+
+QFuture<Result<void>> SandboxService::start() {
+    if (auto r = store_->interruptExecs({}, QStringLiteral("Sandcastle stopped while it ran"));
+        r && *r > 0)
+        qInfo().noquote() << "marked" << *r << "exec(s) interrupted by the last stop";
+    auto promise = std::make_shared<QPromise<Result<void>>>();
+    promise->start();
+    reconciling_ = true;
+    engine_->listDomains().then(this, [this, promise](Result<QList<DomainStatus>> domains) {
+        if (!domains) {
+            reconciling_ = false;
+            ticker_.start();
+            reconciler_.start();
+            promise->addResult(std::unexpected(domains.error()));
+            promise->finish();
+            return;
+        }
+        reconcileWith(*domains, true).then(this, [this, promise](Result<void> r) {
+            reconciling_ = false;
+            tick(); // expiry of what ran out while the app was down
+            ticker_.start();
+            reconciler_.start();
+            promise->addResult(std::move(r));
+            promise->finish();
+        });
+    });
+    return promise->future();
+}
+
+Result<SandboxRecord> SandboxService::owned(const QString &accountId, const QString &id) const {
+    auto r = Engine::isValidId(id) ? store_->sandbox(id) : std::nullopt;
+    // Someone else's sandbox does not exist, as far as this account knows.
+    if (!r || r->accountId != accountId)
+        return fail(Kind::NotFound,
+                    QStringLiteral("no sandbox '%1' in this account: check the id (GET "
+                                   "/v1/sandboxes lists them)")
+                        .arg(id.left(64)));
+    return *r;
+}
+
+Result<SandboxRecord> SandboxService::get(const QString &accountId, const QString &id) const {
+    return owned(accountId, id);
+}
+
+Result<QList<SandboxRecord>> SandboxService::list(const QString &accountId, int limit,
+                                                  const QString &startingAfter,
+                                                  std::optional<SandboxStatus> status) const {
+    return store_->listSandboxes(accountId, limit, startingAfter, status);
+}
+
+Result<SandboxRecord> SandboxService::runningBox(const QString &accountId,
+                                                 const QString &id) const {
+    auto r = owned(accountId, id);
+    if (r && r->status != SandboxStatus::Running)
+        return std::unexpected(notRunning(*r));
+    return r;
+}
+
+QFuture<Result<SandboxView>> SandboxService::create(const QString &accountId,
+                                                    const CreateRequest &request) {
+    const qint64 now = nowMs();
+    if (!request.idempotencyKey.isEmpty()) {
+        if (auto seen = store_->idempotent(accountId, request.idempotencyKey, now)) {
+            if (seen->second != request.requestHash)
+                return failedWith<SandboxView>(
+                    {Kind::Conflict,
+                     QStringLiteral("this Idempotency-Key was used within 24 hours for a "
+                                    "different request: use a new key for a new sandbox")});
+            if (creating_.contains(seen->first)) // the first request is still booting it
+                return creating_.value(seen->first).then([](Result<SandboxView> v) {
+                    if (v)
+                        v->replayed = true;
+                    return v;
+                });
+            if (auto box = store_->sandbox(seen->first))
+                return readyFuture<Result<SandboxView>>(SandboxView{*box, true});
+        }
+    }
+    const QString sizeName = request.size.isEmpty() ? settings_.defaultSize : request.size;
+    const auto size = findSize(sizeName);
+    if (!size)
+        return failedWith<SandboxView>(
+            {Kind::InvalidArgument,
+             QStringLiteral("unknown size '%1': use small, medium or large (GET /v1/sizes)")
+                 .arg(sizeName.left(40))});
+    const int minutes =
+        request.timeoutMinutes > 0 ? request.timeoutMinutes : settings_.defaultTimeoutMinutes;
+    if (minutes > 1440)
+        return failedWith<SandboxView>(
+            {Kind::InvalidArgument, QStringLiteral("timeout_minutes is at most 1440 (24 hours)")});
+    auto account = store_->account(accountId);
+    if (!account)
+        return failedWith<SandboxView>({Kind::NotFound, QStringLiteral("no such account")});
+    if (account->balanceMicros <= 0)
+        return failedWith<SandboxView>(
+            {Kind::NoCredit,
+             QStringLiteral("the account's credit is used up (balance %1): add credit with "
+                            "`sandcastle credit add AMOUNT`")
+                 .arg(formatMoney(account->balanceMicros))});
+    const int live = store_->liveCount(accountId);
+    if (live >= settings_.maxLiveSandboxes)
+        return failedWith<SandboxView>(
+            {Kind::QuotaExceeded,
+             QStringLiteral("the account already has %1 live sandboxes (the cap is %2): "
+                            "destroy one (DELETE /v1/sandboxes/{id}) or wait for one to expire")
+                 .arg(live)
+                 .arg(settings_.maxLiveSandboxes)});
+
+    SandboxRecord rec;
+    rec.id = Engine::newId();
+    rec.accountId = accountId;
+    rec.name = request.name;
+    rec.size = size->name;
+    rec.vcpus = size->vcpus;
+    rec.memoryMiB = size->memoryMiB;
+    rec.diskGiB = size->diskGiB;
+    rec.status = SandboxStatus::Creating;
+    rec.createdAt = now;
+    rec.expiresAt = now + minutes * 60000ll;
+    rec.timeoutMinutes = minutes;
+    rec.rateMicrosPerHour = settings_.ratesMicrosPerHour.value(size->name);
+    rec.chargedUntil = now;
+    if (auto ok = store_->insertSandbox(rec, request.idempotencyKey, request.requestHash); !ok)
+        return failedWith<SandboxView>(ok.error());
+    emit sandboxChanged(rec.id);
+
+    auto promise = std::make_shared<QPromise<Result<SandboxView>>>();
+    promise->start();
+    creating_.insert(rec.id, promise->future());
+    const QString id = rec.id;
+    engine_->create({rec.size, rec.name, rec.id})
+        .then(this, [this, id, promise](Result<SandboxInfo> info) {
+            auto finish = [&](Result<SandboxView> v) {
+                creating_.remove(id);
+                promise->addResult(std::move(v));
+                promise->finish();
+            };
+            auto rec = store_->sandbox(id);
+            if (info && rec && rec->status == SandboxStatus::Creating) {
+                store_->setRunning(id, info->bootMs);
+                emit sandboxChanged(id);
+                finish(SandboxView{*store_->sandbox(id), false});
+                return;
+            }
+            if (rec && rec->status == SandboxStatus::Creating) {
+                // The boot failed; the engine has already cleaned up.
+                store_->setEnded(
+                    id, SandboxStatus::Error,
+                    QStringLiteral("the VM did not start: %1").arg(info.error().message), nowMs());
+                emit sandboxChanged(id);
+                finish(std::unexpected(info.error()));
+                return;
+            }
+            // Stopped (DELETE, expiry, credit) while it booted.
+            finish(std::unexpected(rec ? notRunning(*rec)
+                                       : EngineError{Kind::Internal, QStringLiteral("lost")}));
+        });
+    return promise->future();
+}
+
+QFuture<Result<ExecResult>> SandboxService::exec(const QString &accountId, const QString &id,
+                                                 const ExecRequest &request) {
+    auto box = runningBox(accountId, id);
+    if (!box)
+        return failedWith<ExecResult>(box.error());
+    if (auto ok = Engine::validate(request); !ok)
+        return failedWith<ExecResult>(ok.error());
+    ExecRecord rec;
+    rec.sandboxId = id;
+    rec.command = request.command;
+    rec.cwd = request.cwd.isEmpty() ? QStringLiteral("/home/sandbox") : request.cwd;
+    for (const auto &[name, value] : request.env)
+        rec.envNames << name;
+    rec.timeoutMs = request.timeoutMs;
+    rec.startedAt = nowMs();
+    auto begun = store_->beginExec(rec);
+    if (!begun)
+        return failedWith<ExecResult>(begun.error());
+    rec.id = *begun;
+    emit execStarted(id, rec.id);
+    // The record is completed here, whether or not the client still waits.
+    return engine_->exec(id, request).then(this, [this, rec](Result<ExecResult> r) mutable {
+        rec.finishedAt = nowMs();
+        if (r) {
+            rec.status = QStringLiteral("finished");
+            rec.exitCode = r->exitCode;
+            rec.durationMs = r->durationMs;
+            rec.stdoutBytes = r->stdoutBytes;
+            rec.stderrBytes = r->stderrBytes;
+            rec.truncated = r->truncated;
+            rec.stdoutPreview = previewOf(r->stdoutData);
+            rec.stderrPreview = previewOf(r->stderrData);
+        } else {
+            auto box = store_->sandbox(rec.sandboxId);
+            const bool gone = box && box->status != SandboxStatus::Running;
+            rec.status = gone ? QStringLiteral("interrupted") : QStringLiteral("failed");
+            rec.durationMs = rec.finishedAt - rec.startedAt;
+            if (gone)
+                r = std::unexpected(
+                    EngineError{Kind::Conflict, QStringLiteral("the sandbox ended while the "
+                                                               "command ran: %1")
+                                                    .arg(notRunning(*box).message)});
+            rec.error = r.error().message;
+        }
+        if (auto ok = store_->finishExec(rec); !ok)
+            qWarning().noquote() << "could not record exec" << rec.id << ok.error().message;
+        emit execFinished(rec.sandboxId, rec.id);
+        return r;
+    });
+}
+
+Result<QList<ExecRecord>> SandboxService::execs(const QString &accountId, const QString &id,
+                                                int limit, qint64 beforeId) const {
+    auto box = owned(accountId, id);
+    if (!box)
+        return std::unexpected(box.error());
+    return store_->execs(id, limit, beforeId);
+}
+
+QFuture<Result<void>> SandboxService::writeFile(const QString &accountId, const QString &id,
+                                                const QString &path, const QByteArray &data) {
+    auto box = runningBox(accountId, id);
+    if (!box)
+        return failedWith<void>(box.error());
+    return engine_->writeFile(id, path, data);
+}
+
+QFuture<Result<QByteArray>> SandboxService::readFile(const QString &accountId, const QString &id,
+                                                     const QString &path) {
+    auto box = runningBox(accountId, id);
+    if (!box)
+        return failedWith<QByteArray>(box.error());
+    return engine_->readFile(id, path);
+}
+
+Result<SandboxRecord> SandboxService::extend(const QString &accountId, const QString &id,
+                                             int minutes) {
+    auto box = owned(accountId, id);
+    if (!box)
+        return box;
+    if (box->status != SandboxStatus::Running && box->status != SandboxStatus::Creating)
+        return std::unexpected(notRunning(*box));
+    const qint64 expires = box->expiresAt + minutes * 60000ll;
+    if (minutes < 1 || expires - box->createdAt > kMaxLifetimeMs) {
+        const qint64 room = (box->createdAt + kMaxLifetimeMs - box->expiresAt) / 60000;
+        return fail(Kind::InvalidArgument,
+                    QStringLiteral("a sandbox lives at most 24 hours from its creation; this one "
+                                   "can be extended by at most %1 more minutes")
+                        .arg(room));
+    }
+    const int total = int((expires - box->createdAt + 59999) / 60000);
+    if (auto ok = store_->setExpiresAt(id, expires, total); !ok)
+        return std::unexpected(ok.error());
+    emit sandboxChanged(id);
+    return *store_->sandbox(id);
+}
+
+QFuture<Result<SandboxRecord>> SandboxService::destroy(const QString &accountId,
+                                                       const QString &id) {
+    auto box = owned(accountId, id);
+    if (!box)
+        return failedWith<SandboxRecord>(box.error());
+    if (!isLive(box->status))
+        return readyFuture<Result<SandboxRecord>>(*box);
+    const QString reason = box->status == SandboxStatus::Stopping
+                               ? box->statusReason
+                               : QStringLiteral("destroyed on request");
+    const SandboxStatus ending =
+        box->status == SandboxStatus::Stopping ? box->endingStatus : SandboxStatus::Destroyed;
+    return stop(id, ending, reason).then(this, [this, id](Result<void> r) -> Result<SandboxRecord> {
+        if (!r)
+            return std::unexpected(r.error());
+        return *store_->sandbox(id);
+    });
+}
+
+QFuture<Result<void>> SandboxService::stop(const QString &id, SandboxStatus ending,
+                                           const QString &reason) {
+    if (stopping_.contains(id))
+        return stopping_.value(id);
+    if (auto ok = store_->setStopping(id, ending, reason); !ok)
+        return failedWith<void>(ok.error());
+    emit sandboxChanged(id);
+    auto promise = std::make_shared<QPromise<Result<void>>>();
+    promise->start();
+    stopping_.insert(id, promise->future());
+    engine_->destroy(id).then(this, [this, id, ending, reason, promise](Result<void> r) {
+        if (r) {
+            store_->interruptExecs(
+                id, QStringLiteral("the sandbox was %1 while it ran").arg(statusName(ending)));
+            if (auto ok = store_->setEnded(id, ending, reason, nowMs()); !ok)
+                r = std::unexpected(ok.error());
+        } else {
+            // Left as stopping: the reconciler retries.
+            qWarning().noquote() << "destroying" << id << "failed:" << r.error().message;
+        }
+        stopping_.remove(id);
+        emit sandboxChanged(id);
+        if (auto box = store_->sandbox(id))
+            emit creditChanged(box->accountId);
+        promise->addResult(std::move(r));
+        promise->finish();
+    });
+    return promise->future();
+}
+
+void SandboxService::onLost(const QString &id, const QString &reason) {
+    auto box = store_->sandbox(id);
+    if (!box || box->status != SandboxStatus::Running)
+        return;
+    qWarning().noquote() << "sandbox" << id << "lost:" << reason;
+    stop(id, SandboxStatus::Error, QStringLiteral("the VM stopped unexpectedly: %1").arg(reason));
+}
+
+void SandboxService::tick() {
+    const qint64 now = nowMs();
+    auto charged = store_->meter(now);
+    if (!charged) {
+        qWarning().noquote() << "metering failed:" << charged.error().message;
+        return;
+    }
+    QSet<QString> broke;
+    for (const ChargeOutcome &c : *charged) {
+        emit creditChanged(c.accountId);
+        if (c.balanceMicros <= 0)
+            broke.insert(c.accountId);
+    }
+    for (const SandboxRecord &box : store_->liveSandboxes()) {
+        if (box.status == SandboxStatus::Stopping || stopping_.contains(box.id))
+            continue;
+        if (broke.contains(box.accountId))
+            stop(box.id, SandboxStatus::Destroyed,
+                 QStringLiteral("credit used up: the account's prepaid credit reached zero"));
+        else if (box.expiresAt <= now)
+            stop(box.id, SandboxStatus::Expired,
+                 QStringLiteral("expired at %1 (timeout %2 minutes)")
+                     .arg(when(box.expiresAt))
+                     .arg(box.timeoutMinutes));
+        else
+            emit sandboxChanged(box.id); // cost and time left moved on
+    }
+}
+
+void SandboxService::reconcile() {
+    if (reconciling_)
+        return;
+    reconciling_ = true;
+    engine_->listDomains().then(this, [this](Result<QList<DomainStatus>> domains) {
+        if (!domains) {
+            reconciling_ = false;
+            qWarning().noquote() << "reconcile: cannot list domains:" << domains.error().message;
+            return;
+        }
+        reconcileWith(*domains, false).then(this, [this](Result<void>) { reconciling_ = false; });
+    });
+}
+
+QFuture<Result<void>> SandboxService::reconcileWith(const QList<DomainStatus> &domains,
+                                                    bool atStart) {
+    QHash<QString, DomainState> running; // sandbox id -> state of its domain
+    for (const DomainStatus &d : domains) {
+        const QString id = Engine::idForDomain(d.name);
+        if (!id.isEmpty())
+            running.insert(id, d.state);
+    }
+    QList<QFuture<Result<void>>> work;
+    QSet<QString> known;
+    for (const SandboxRecord &box : store_->liveSandboxes()) {
+        known.insert(box.id);
+        if (creating_.contains(box.id) || stopping_.contains(box.id))
+            continue; // in flight in this process
+        const bool up = running.value(box.id, DomainState::Unknown) == DomainState::Running;
+        switch (box.status) {
+        case SandboxStatus::Creating:
+            work << stop(box.id, SandboxStatus::Error,
+                         QStringLiteral("Sandcastle stopped while the sandbox was being created"));
+            break;
+        case SandboxStatus::Stopping:
+            work << stop(box.id, box.endingStatus, box.statusReason);
+            break;
+        case SandboxStatus::Running:
+            if (!up) {
+                work << stop(box.id, SandboxStatus::Error,
+                             running.contains(box.id)
+                                 ? QStringLiteral("the VM stopped unexpectedly (%1)")
+                                       .arg(domainStateName(running.value(box.id)))
+                                 : QStringLiteral("the VM was gone (killed from outside, or the "
+                                                  "host restarted)"));
+            } else if (!engine_->sandbox(box.id)) {
+                // Still running from before a restart: take it over.
+                const QString id = box.id;
+                work << engine_->attach(id, box.size, box.name)
+                            .then(this, [this, id](Result<SandboxInfo> r) -> Result<void> {
+                                if (r) {
+                                    store_->addEvent(id, QStringLiteral("attached"));
+                                    qInfo().noquote() << "took over running sandbox" << id;
+                                    return {};
+                                }
+                                stop(id, SandboxStatus::Error,
+                                     QStringLiteral("its agent did not answer after a restart: %1")
+                                         .arg(r.error().message));
+                                return {};
+                            });
+            }
+            break;
+        default:
+            break;
+        }
+    }
+    for (auto it = running.begin(); it != running.end(); ++it) {
+        if (known.contains(it.key()))
+            continue;
+        qWarning().noquote() << "destroying VM" << it.key() << "which the record does not know";
+        work << engine_->destroy(it.key());
+    }
+    if (atStart) {
+        for (const QString &id : engine_->sandboxFolders()) {
+            if (!known.contains(id) && !running.contains(id))
+                engine_->destroy(id); // removes the stray folder too
+        }
+    }
+    if (work.isEmpty())
+        return readyFuture<Result<void>>({});
+    return QtFuture::whenAll(work.begin(), work.end())
+        .then(this, [](const QList<QFuture<Result<void>>> &) -> Result<void> { return {}; });
+}
+
+} // namespace sandcastle

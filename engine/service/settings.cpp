@@ -1,0 +1,188 @@
+#include "settings.h"
+
+#include "../sizes.h"
+
+#include <QRegularExpression>
+#include <QUrl>
+#include <QtDebug>
+
+namespace sandcastle {
+
+using Kind = EngineError::Kind;
+
+namespace {
+
+Result<int> parseInt(const QString &key, const QString &text, int min, int max) {
+    bool ok = false;
+    const int v = text.trimmed().toInt(&ok);
+    if (!ok || v < min || v > max)
+        return fail(Kind::InvalidArgument,
+                    QStringLiteral("%1 must be a whole number from %2 to %3, not '%4'")
+                        .arg(key)
+                        .arg(min)
+                        .arg(max)
+                        .arg(text.left(40)));
+    return v;
+}
+
+} // namespace
+
+Result<qint64> parseMoney(const QString &text) {
+    static const QRegularExpression re(QStringLiteral("^(\\d{1,9})(?:\\.(\\d{1,6}))?$"));
+    auto m = re.match(text.trimmed());
+    if (!m.hasMatch())
+        return fail(Kind::InvalidArgument,
+                    QStringLiteral("'%1' is not an amount: write it like 10 or 0.05 (at most 6 "
+                                   "decimals)")
+                        .arg(text.left(40)));
+    const QString fraction = m.captured(2).leftJustified(6, QLatin1Char('0'));
+    return m.captured(1).toLongLong() * 1'000'000 + fraction.toLongLong();
+}
+
+QString formatMoney(qint64 micros) {
+    const QString sign = micros < 0 ? QStringLiteral("-") : QString();
+    micros = std::abs(micros);
+    QString fraction = QStringLiteral("%1").arg(micros % 1'000'000, 6, 10, QLatin1Char('0'));
+    while (fraction.size() > 2 && fraction.endsWith(QLatin1Char('0')))
+        fraction.chop(1);
+    return QStringLiteral("%1%2.%3").arg(sign).arg(micros / 1'000'000).arg(fraction);
+}
+
+Settings::Settings() {
+    // Local prices are notional: they exist so a runaway agent is bounded
+    // the way the hosted service bounds it. docs/api.md lists them.
+    ratesMicrosPerHour = {{QStringLiteral("small"), 50'000},
+                          {QStringLiteral("medium"), 100'000},
+                          {QStringLiteral("large"), 200'000}};
+}
+
+QList<std::pair<QString, QString>> Settings::describe() {
+    return {
+        {QStringLiteral("port"), QStringLiteral("TCP port of the API (0 picks a free one)")},
+        {QStringLiteral("listen_address"),
+         QStringLiteral("address the API listens on (loopback unless you mean otherwise)")},
+        {QStringLiteral("max_live_sandboxes"),
+         QStringLiteral("live sandboxes per account before create answers 429")},
+        {QStringLiteral("default_size"), QStringLiteral("size when create names none")},
+        {QStringLiteral("default_timeout_minutes"),
+         QStringLiteral("lifetime when create names none (1-1440)")},
+        {QStringLiteral("signup_credit"), QStringLiteral("credit of the first account")},
+        {QStringLiteral("rate.small"), QStringLiteral("price per hour of a small sandbox")},
+        {QStringLiteral("rate.medium"), QStringLiteral("price per hour of a medium sandbox")},
+        {QStringLiteral("rate.large"), QStringLiteral("price per hour of a large sandbox")},
+        {QStringLiteral("libvirt_uri"),
+         QStringLiteral("libvirt connection (empty: embedded driver in the data dir)")},
+        {QStringLiteral("reconcile_interval_ms"),
+         QStringLiteral("how often the record is compared with libvirt (500-600000)")},
+        {QStringLiteral("allowed_origins"),
+         QStringLiteral("extra browser origins allowed to call the API, comma separated")},
+    };
+}
+
+Result<void> Settings::set(const QString &key, const QString &value) {
+    if (key == QLatin1String("port")) {
+        auto v = parseInt(key, value, 0, 65535);
+        if (!v)
+            return std::unexpected(v.error());
+        port = *v;
+    } else if (key == QLatin1String("listen_address")) {
+        static const QRegularExpression re(QStringLiteral("^[0-9a-fA-F.:]{2,45}$"));
+        if (!re.match(value).hasMatch())
+            return fail(Kind::InvalidArgument,
+                        QStringLiteral("listen_address must be an IP address such as 127.0.0.1"));
+        listenAddress = value;
+    } else if (key == QLatin1String("max_live_sandboxes")) {
+        auto v = parseInt(key, value, 1, 1000);
+        if (!v)
+            return std::unexpected(v.error());
+        maxLiveSandboxes = *v;
+    } else if (key == QLatin1String("default_size")) {
+        if (!findSize(value))
+            return fail(Kind::InvalidArgument,
+                        QStringLiteral("default_size must be small, medium or large"));
+        defaultSize = value;
+    } else if (key == QLatin1String("default_timeout_minutes")) {
+        auto v = parseInt(key, value, 1, 1440);
+        if (!v)
+            return std::unexpected(v.error());
+        defaultTimeoutMinutes = *v;
+    } else if (key == QLatin1String("signup_credit")) {
+        auto v = parseMoney(value);
+        if (!v)
+            return std::unexpected(v.error());
+        signupCreditMicros = *v;
+    } else if (key.startsWith(QLatin1String("rate."))) {
+        const QString size = key.mid(5);
+        if (!findSize(size))
+            return fail(Kind::InvalidArgument,
+                        QStringLiteral("unknown setting %1: rates are rate.small, rate.medium "
+                                       "and rate.large")
+                            .arg(key.left(40)));
+        auto v = parseMoney(value);
+        if (!v)
+            return std::unexpected(v.error());
+        ratesMicrosPerHour[size] = *v;
+    } else if (key == QLatin1String("libvirt_uri")) {
+        if (!value.isEmpty() && !QUrl(value, QUrl::StrictMode).isValid())
+            return fail(Kind::InvalidArgument,
+                        QStringLiteral("libvirt_uri is not a URI (e.g. qemu:///session)"));
+        libvirtUri = value;
+    } else if (key == QLatin1String("reconcile_interval_ms")) {
+        auto v = parseInt(key, value, 500, 600000);
+        if (!v)
+            return std::unexpected(v.error());
+        reconcileIntervalMs = *v;
+    } else if (key == QLatin1String("allowed_origins")) {
+        QStringList origins;
+        for (const QString &o : value.split(QLatin1Char(','), Qt::SkipEmptyParts)) {
+            const QUrl url(o.trimmed(), QUrl::StrictMode);
+            if (!url.isValid() || url.host().isEmpty() || !url.path().isEmpty() ||
+                (url.scheme() != QLatin1String("http") && url.scheme() != QLatin1String("https")))
+                return fail(Kind::InvalidArgument,
+                            QStringLiteral("'%1' is not an origin such as http://localhost:3000")
+                                .arg(o.left(80)));
+            origins << o.trimmed();
+        }
+        allowedOrigins = origins;
+    } else {
+        return fail(Kind::InvalidArgument,
+                    QStringLiteral("unknown setting '%1': `sandcastle config list` shows them")
+                        .arg(key.left(40)));
+    }
+    return {};
+}
+
+QString Settings::value(const QString &key) const {
+    if (key == QLatin1String("port"))
+        return QString::number(port);
+    if (key == QLatin1String("listen_address"))
+        return listenAddress;
+    if (key == QLatin1String("max_live_sandboxes"))
+        return QString::number(maxLiveSandboxes);
+    if (key == QLatin1String("default_size"))
+        return defaultSize;
+    if (key == QLatin1String("default_timeout_minutes"))
+        return QString::number(defaultTimeoutMinutes);
+    if (key == QLatin1String("signup_credit"))
+        return formatMoney(signupCreditMicros);
+    if (key.startsWith(QLatin1String("rate.")))
+        return formatMoney(ratesMicrosPerHour.value(key.mid(5)));
+    if (key == QLatin1String("libvirt_uri"))
+        return libvirtUri;
+    if (key == QLatin1String("reconcile_interval_ms"))
+        return QString::number(reconcileIntervalMs);
+    if (key == QLatin1String("allowed_origins"))
+        return allowedOrigins.join(QLatin1Char(','));
+    return {};
+}
+
+Settings Settings::fromStored(const QHash<QString, QString> &stored) {
+    Settings s;
+    for (auto it = stored.begin(); it != stored.end(); ++it) {
+        if (auto r = s.set(it.key(), it.value()); !r)
+            qWarning().noquote() << "ignoring stored setting:" << r.error().message;
+    }
+    return s;
+}
+
+} // namespace sandcastle

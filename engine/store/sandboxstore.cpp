@@ -1,0 +1,303 @@
+// The record of sandboxes, their execs and their lifecycle events.
+#include "store.h"
+
+#include <QSqlDatabase>
+#include <QSqlError>
+#include <QSqlQuery>
+
+namespace sandcastle {
+
+using Kind = EngineError::Kind;
+
+QString statusName(SandboxStatus status) {
+    switch (status) {
+    case SandboxStatus::Creating:
+        return QStringLiteral("creating");
+    case SandboxStatus::Running:
+        return QStringLiteral("running");
+    case SandboxStatus::Stopping:
+        return QStringLiteral("stopping");
+    case SandboxStatus::Destroyed:
+        return QStringLiteral("destroyed");
+    case SandboxStatus::Expired:
+        return QStringLiteral("expired");
+    case SandboxStatus::Error:
+        break;
+    }
+    return QStringLiteral("error");
+}
+
+std::optional<SandboxStatus> statusFromName(const QString &name) {
+    for (auto s : {SandboxStatus::Creating, SandboxStatus::Running, SandboxStatus::Stopping,
+                   SandboxStatus::Destroyed, SandboxStatus::Expired, SandboxStatus::Error}) {
+        if (statusName(s) == name)
+            return s;
+    }
+    return std::nullopt;
+}
+
+bool isLive(SandboxStatus status) {
+    return status == SandboxStatus::Creating || status == SandboxStatus::Running ||
+           status == SandboxStatus::Stopping;
+}
+
+namespace {
+
+const QString kSandboxColumns = QStringLiteral(
+    "id, account_id, name, size, vcpus, memory_mib, disk_gib, status, status_reason,"
+    " ending_status, created_at, expires_at, ended_at, timeout_minutes, rate_micros_per_hour,"
+    " cost_micros, charged_until, boot_ms");
+
+SandboxRecord sandboxFrom(const QSqlQuery &q) {
+    SandboxRecord r;
+    r.id = q.value(0).toString();
+    r.accountId = q.value(1).toString();
+    r.name = q.value(2).toString();
+    r.size = q.value(3).toString();
+    r.vcpus = q.value(4).toInt();
+    r.memoryMiB = q.value(5).toInt();
+    r.diskGiB = q.value(6).toInt();
+    r.status = statusFromName(q.value(7).toString()).value_or(SandboxStatus::Error);
+    r.statusReason = q.value(8).toString();
+    r.endingStatus = statusFromName(q.value(9).toString()).value_or(SandboxStatus::Destroyed);
+    r.createdAt = q.value(10).toLongLong();
+    r.expiresAt = q.value(11).toLongLong();
+    r.endedAt = q.value(12).toLongLong();
+    r.timeoutMinutes = q.value(13).toInt();
+    r.rateMicrosPerHour = q.value(14).toLongLong();
+    r.costMicros = q.value(15).toLongLong();
+    r.chargedUntil = q.value(16).toLongLong();
+    r.bootMs = q.value(17).toLongLong();
+    return r;
+}
+
+const QString kExecColumns = QStringLiteral(
+    "id, sandbox_id, command, cwd, env_names, timeout_ms, status, started_at, finished_at,"
+    " exit_code, duration_ms, stdout_bytes, stderr_bytes, truncated, stdout_preview,"
+    " stderr_preview, error");
+
+ExecRecord execFrom(const QSqlQuery &q) {
+    ExecRecord e;
+    e.id = q.value(0).toLongLong();
+    e.sandboxId = q.value(1).toString();
+    e.command = q.value(2).toString();
+    e.cwd = q.value(3).toString();
+    e.envNames = q.value(4).toString().split(QLatin1Char(','), Qt::SkipEmptyParts);
+    e.timeoutMs = q.value(5).toInt();
+    e.status = q.value(6).toString();
+    e.startedAt = q.value(7).toLongLong();
+    e.finishedAt = q.value(8).toLongLong();
+    e.exitCode = q.value(9).toInt();
+    e.durationMs = q.value(10).toLongLong();
+    e.stdoutBytes = q.value(11).toLongLong();
+    e.stderrBytes = q.value(12).toLongLong();
+    e.truncated = q.value(13).toBool();
+    e.stdoutPreview = q.value(14).toString();
+    e.stderrPreview = q.value(15).toString();
+    e.error = q.value(16).toString();
+    return e;
+}
+
+template <typename T> Result<void> done(const Result<T> &r) {
+    if (!r)
+        return std::unexpected(r.error());
+    return {};
+}
+
+} // namespace
+
+Result<void> Store::insertSandbox(const SandboxRecord &r, const QString &idempotencyKey,
+                                  const QString &requestHash) {
+    QSqlDatabase d = db();
+    d.transaction();
+    auto q = run(QStringLiteral("INSERT INTO sandboxes(%1) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?,"
+                                " ?, ?, ?, ?, ?, ?, ?, ?)")
+                     .arg(kSandboxColumns),
+                 {r.id, r.accountId, r.name, r.size, r.vcpus, r.memoryMiB, r.diskGiB,
+                  statusName(r.status), r.statusReason, statusName(r.endingStatus), r.createdAt,
+                  r.expiresAt, r.endedAt, r.timeoutMinutes, r.rateMicrosPerHour, r.costMicros,
+                  r.chargedUntil, r.bootMs});
+    if (q && !idempotencyKey.isEmpty())
+        q = run(QStringLiteral("INSERT INTO idempotency(account_id, key, request_hash,"
+                               " sandbox_id, created_at) VALUES(?, ?, ?, ?, ?)"
+                               " ON CONFLICT(account_id, key) DO UPDATE SET"
+                               " request_hash = excluded.request_hash,"
+                               " sandbox_id = excluded.sandbox_id,"
+                               " created_at = excluded.created_at"),
+                {r.accountId, idempotencyKey, requestHash, r.id, r.createdAt});
+    if (q)
+        q = run(QStringLiteral("INSERT INTO events(sandbox_id, at, kind, detail)"
+                               " VALUES(?, ?, 'created', ?)"),
+                {r.id, r.createdAt, r.size});
+    if (!q) {
+        d.rollback();
+        return std::unexpected(q.error());
+    }
+    if (!d.commit())
+        return fail(Kind::Internal, QStringLiteral("database: %1").arg(d.lastError().text()));
+    return {};
+}
+
+std::optional<SandboxRecord> Store::sandbox(const QString &id) const {
+    auto q =
+        run(QStringLiteral("SELECT %1 FROM sandboxes WHERE id = ?").arg(kSandboxColumns), {id});
+    if (!q || !q->next())
+        return std::nullopt;
+    return sandboxFrom(*q);
+}
+
+QList<SandboxRecord> Store::liveSandboxes() const {
+    QList<SandboxRecord> out;
+    auto q = run(QStringLiteral("SELECT %1 FROM sandboxes WHERE status IN"
+                                " ('creating', 'running', 'stopping') ORDER BY created_at")
+                     .arg(kSandboxColumns));
+    while (q && q->next())
+        out.append(sandboxFrom(*q));
+    return out;
+}
+
+int Store::liveCount(const QString &accountId) const {
+    auto q = run(QStringLiteral("SELECT COUNT(*) FROM sandboxes WHERE account_id = ? AND"
+                                " status IN ('creating', 'running', 'stopping')"),
+                 {accountId});
+    return q && q->next() ? q->value(0).toInt() : 0;
+}
+
+Result<QList<SandboxRecord>> Store::listSandboxes(const QString &accountId, int limit,
+                                                  const QString &startingAfter,
+                                                  std::optional<SandboxStatus> status) const {
+    QString sql =
+        QStringLiteral("SELECT %1 FROM sandboxes WHERE account_id = ?").arg(kSandboxColumns);
+    QVariantList binds{accountId};
+    if (!startingAfter.isEmpty()) {
+        auto cursor = sandbox(startingAfter);
+        if (!cursor || cursor->accountId != accountId)
+            return fail(Kind::InvalidArgument,
+                        QStringLiteral("starting_after: no sandbox %1 in this account")
+                            .arg(startingAfter.left(64)));
+        sql += QStringLiteral(" AND (created_at < ? OR (created_at = ? AND id < ?))");
+        binds << cursor->createdAt << cursor->createdAt << cursor->id;
+    }
+    if (status) {
+        sql += QStringLiteral(" AND status = ?");
+        binds << statusName(*status);
+    }
+    sql += QStringLiteral(" ORDER BY created_at DESC, id DESC LIMIT ?");
+    binds << limit;
+    auto q = run(sql, binds);
+    if (!q)
+        return std::unexpected(q.error());
+    QList<SandboxRecord> out;
+    while (q->next())
+        out.append(sandboxFrom(*q));
+    return out;
+}
+
+Result<void> Store::setRunning(const QString &id, qint64 bootMs) {
+    auto q = run(QStringLiteral("UPDATE sandboxes SET status = 'running', boot_ms = ?"
+                                " WHERE id = ? AND status = 'creating'"),
+                 {bootMs, id});
+    if (q)
+        addEvent(id, QStringLiteral("running"), QStringLiteral("booted in %1 ms").arg(bootMs));
+    return done(q);
+}
+
+Result<void> Store::setStopping(const QString &id, SandboxStatus ending, const QString &reason) {
+    auto q = run(QStringLiteral("UPDATE sandboxes SET status = 'stopping', ending_status = ?,"
+                                " status_reason = ? WHERE id = ?"),
+                 {statusName(ending), reason, id});
+    if (q)
+        addEvent(id, QStringLiteral("stopping"), reason);
+    return done(q);
+}
+
+Result<void> Store::setEnded(const QString &id, SandboxStatus status, const QString &reason,
+                             qint64 endedAt) {
+    // Bill the last seconds first (only this sandbox's, as a side effect
+    // the others are billed too: meter() is cheap and exact).
+    if (auto m = meter(endedAt); !m)
+        return std::unexpected(m.error());
+    auto q = run(QStringLiteral("UPDATE sandboxes SET status = ?, status_reason = ?,"
+                                " ended_at = ? WHERE id = ?"),
+                 {statusName(status), reason, endedAt, id});
+    if (q)
+        addEvent(id, statusName(status), reason);
+    return done(q);
+}
+
+Result<void> Store::setExpiresAt(const QString &id, qint64 expiresAt, int timeoutMinutes) {
+    auto q = run(QStringLiteral("UPDATE sandboxes SET expires_at = ?, timeout_minutes = ?"
+                                " WHERE id = ?"),
+                 {expiresAt, timeoutMinutes, id});
+    if (q)
+        addEvent(id, QStringLiteral("extended"),
+                 QStringLiteral("lifetime %1 minutes").arg(timeoutMinutes));
+    return done(q);
+}
+
+std::optional<std::pair<QString, QString>> Store::idempotent(const QString &accountId,
+                                                             const QString &key, qint64 now) const {
+    auto q = run(QStringLiteral("SELECT sandbox_id, request_hash FROM idempotency"
+                                " WHERE account_id = ? AND key = ? AND created_at > ?"),
+                 {accountId, key, now - 24 * 3600 * 1000ll});
+    if (!q || !q->next())
+        return std::nullopt;
+    return std::pair{q->value(0).toString(), q->value(1).toString()};
+}
+
+Result<qint64> Store::beginExec(const ExecRecord &e) {
+    auto q = run(QStringLiteral("INSERT INTO execs(sandbox_id, command, cwd, env_names,"
+                                " timeout_ms, status, started_at) VALUES(?, ?, ?, ?, ?,"
+                                " 'running', ?)"),
+                 {e.sandboxId, e.command, e.cwd, e.envNames.join(QLatin1Char(',')), e.timeoutMs,
+                  e.startedAt});
+    if (!q)
+        return std::unexpected(q.error());
+    return q->lastInsertId().toLongLong();
+}
+
+Result<void> Store::finishExec(const ExecRecord &e) {
+    return done(run(QStringLiteral("UPDATE execs SET status = ?, finished_at = ?, exit_code = ?,"
+                                   " duration_ms = ?, stdout_bytes = ?, stderr_bytes = ?,"
+                                   " truncated = ?, stdout_preview = ?, stderr_preview = ?,"
+                                   " error = ? WHERE id = ?"),
+                    {e.status, e.finishedAt, e.exitCode, e.durationMs, e.stdoutBytes, e.stderrBytes,
+                     e.truncated, e.stdoutPreview, e.stderrPreview, e.error, e.id}));
+}
+
+QList<ExecRecord> Store::execs(const QString &sandboxId, int limit, qint64 beforeId) const {
+    QList<ExecRecord> out;
+    auto q = run(QStringLiteral("SELECT %1 FROM execs WHERE sandbox_id = ? AND (? = 0 OR id < ?)"
+                                " ORDER BY id DESC LIMIT ?")
+                     .arg(kExecColumns),
+                 {sandboxId, beforeId, beforeId, limit});
+    while (q && q->next())
+        out.append(execFrom(*q));
+    return out;
+}
+
+Result<int> Store::interruptExecs(const QString &sandboxId, const QString &reason) {
+    auto q = run(QStringLiteral("UPDATE execs SET status = 'interrupted', error = ?,"
+                                " finished_at = ? WHERE status = 'running' AND"
+                                " (? = '' OR sandbox_id = ?)"),
+                 {reason, nowMs(), sandboxId, sandboxId});
+    if (!q)
+        return std::unexpected(q.error());
+    return q->numRowsAffected();
+}
+
+void Store::addEvent(const QString &sandboxId, const QString &kind, const QString &detail) {
+    run(QStringLiteral("INSERT INTO events(sandbox_id, at, kind, detail) VALUES(?, ?, ?, ?)"),
+        {sandboxId, nowMs(), kind, detail});
+}
+
+QList<std::pair<qint64, QString>> Store::events(const QString &sandboxId) const {
+    QList<std::pair<qint64, QString>> out;
+    auto q = run(QStringLiteral("SELECT at, kind FROM events WHERE sandbox_id = ? ORDER BY id"),
+                 {sandboxId});
+    while (q && q->next())
+        out.append({q->value(0).toLongLong(), q->value(1).toString()});
+    return out;
+}
+
+} // namespace sandcastle

@@ -1,0 +1,109 @@
+// The record: one SQLite database (WAL) holding accounts, API keys,
+// sandboxes, every exec, the credit ledger, idempotency keys, lifecycle
+// events and settings. Synchronous and single-threaded (the thread that
+// opened it): each call is one short transaction on a local file.
+#pragma once
+
+#include "../errors.h"
+#include "records.h"
+
+#include <QHash>
+#include <QList>
+#include <QSqlDatabase>
+#include <QVariantList>
+
+#include <memory>
+
+class QSqlQuery;
+
+namespace sandcastle {
+
+class Store {
+public:
+    /// Opens (creating if needed) and migrates the database at `path`.
+    /// Refuses a database written by a newer Sandcastle.
+    static Result<std::unique_ptr<Store>> open(const QString &path);
+    ~Store();
+    Store(const Store &) = delete;
+    Store &operator=(const Store &) = delete;
+
+    /// The schema version this build writes (PRAGMA user_version).
+    static int latestVersion();
+    int version() const;
+    QString path() const { return path_; }
+
+    // Settings: raw strings; Settings (settings.h) parses and validates.
+    QHash<QString, QString> settings() const;
+    Result<void> setSetting(const QString &key, const QString &value);
+    Result<void> removeSetting(const QString &key);
+
+    // Accounts and credit.
+    Result<AccountRecord> createAccount(const QString &name, qint64 creditMicros);
+    std::optional<AccountRecord> account(const QString &id) const;
+    QList<AccountRecord> accounts() const;
+    /// Adds (or with a negative amount, removes) credit; a ledger entry each.
+    Result<qint64> addCredit(const QString &accountId, qint64 micros, const QString &note);
+    QList<LedgerEntry> ledger(const QString &accountId, int limit) const;
+    /// Bills every live sandbox up to `now` at its rate, never past an
+    /// account's balance, in one transaction. Returns each touched account.
+    Result<QList<ChargeOutcome>> meter(qint64 now);
+
+    // API keys: only a SHA-256 of each secret is stored.
+    /// Returns the record and the secret, which is shown once and not kept.
+    Result<std::pair<KeyRecord, QString>> createKey(const QString &accountId, const QString &name);
+    QList<KeyRecord> keys() const;
+    /// Revokes by key id (key_...) or by the secret's prefix.
+    Result<KeyRecord> revokeKey(const QString &idOrPrefix);
+    /// The live key with this secret, if any.
+    std::optional<KeyRecord> authenticate(const QString &secret);
+
+    // Sandboxes.
+    /// Inserts a new sandbox (and its idempotency key, when given) at once.
+    Result<void> insertSandbox(const SandboxRecord &record, const QString &idempotencyKey = {},
+                               const QString &requestHash = {});
+    std::optional<SandboxRecord> sandbox(const QString &id) const;
+    QList<SandboxRecord> liveSandboxes() const;
+    int liveCount(const QString &accountId) const;
+    /// Newest first; `startingAfter` is the id of the last row of the
+    /// previous page. Returns up to `limit` rows.
+    Result<QList<SandboxRecord>> listSandboxes(const QString &accountId, int limit,
+                                               const QString &startingAfter,
+                                               std::optional<SandboxStatus> status) const;
+    Result<void> setRunning(const QString &id, qint64 bootMs);
+    /// Marks the sandbox stopping (it will end as `ending`) with a reason.
+    Result<void> setStopping(const QString &id, SandboxStatus ending, const QString &reason);
+    /// Final status; bills up to `endedAt` first.
+    Result<void> setEnded(const QString &id, SandboxStatus status, const QString &reason,
+                          qint64 endedAt);
+    Result<void> setExpiresAt(const QString &id, qint64 expiresAt, int timeoutMinutes);
+    /// The sandbox created with this idempotency key (and the hash of the
+    /// request that created it) within the last 24 hours.
+    std::optional<std::pair<QString, QString>> idempotent(const QString &accountId,
+                                                          const QString &key, qint64 now) const;
+
+    // Execs.
+    Result<qint64> beginExec(const ExecRecord &record);
+    Result<void> finishExec(const ExecRecord &record);
+    QList<ExecRecord> execs(const QString &sandboxId, int limit, qint64 beforeId = 0) const;
+    /// Execs still marked running (after a crash, or when their sandbox
+    /// went away) become interrupted with `reason`.
+    Result<int> interruptExecs(const QString &sandboxId, const QString &reason);
+
+    // Lifecycle events (created, running, extended, expired, ...).
+    void addEvent(const QString &sandboxId, const QString &kind, const QString &detail = {});
+    QList<std::pair<qint64, QString>> events(const QString &sandboxId) const;
+
+private:
+    explicit Store(QString path, QString connection);
+    Result<void> migrate();
+    Result<QSqlQuery> run(const QString &sql, const QVariantList &binds = {}) const;
+    QSqlDatabase db() const;
+
+    QString path_;
+    QString connection_;
+};
+
+/// The current time as the record stores it.
+qint64 nowMs();
+
+} // namespace sandcastle
