@@ -5,8 +5,11 @@
 #include <QPromise>
 #include <QThreadPool>
 
+#include <QList>
+
 #include <memory>
 #include <type_traits>
+#include <utility>
 
 namespace sandcastle {
 
@@ -34,5 +37,27 @@ template <typename T> QFuture<T> readyFuture(T value) {
     promise.finish();
     return future;
 }
+
+/// One result for many waiters. A Qt 6 future takes a single continuation
+/// (attaching a second replaces the first), so each waiter gets its own.
+template <typename T> class FanOut {
+public:
+    QFuture<T> wait() {
+        auto promise = std::make_shared<QPromise<T>>();
+        promise->start();
+        waiters_.append(promise);
+        return promise->future();
+    }
+    void finish(const T &value) {
+        const auto waiters = std::exchange(waiters_, {});
+        for (const auto &p : waiters) {
+            p->addResult(value);
+            p->finish();
+        }
+    }
+
+private:
+    QList<std::shared_ptr<QPromise<T>>> waiters_;
+};
 
 } // namespace sandcastle

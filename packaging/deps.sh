@@ -5,11 +5,15 @@ set -euo pipefail
 
 packages=(
   # build
-  cmake g++ make pkg-config qt6-base-dev libgl-dev libvirt-dev clang-format
+  cmake g++ make pkg-config qt6-base-dev qt6-httpserver-dev libgl-dev libvirt-dev clang-format
+  # run: the record (Qt's SQLite driver)
+  libqt6sql6-sqlite
   # run: libvirt's embedded QEMU driver and QEMU itself
   libvirt-daemon-driver-qemu libvirt-daemon-system qemu-system-x86 qemu-utils
   # guest image builder
   mmdebstrap busybox-static cpio e2fsprogs jq
+  # end-to-end tests: the seeds' own clients
+  python3 python3-requests curl
 )
 
 missing=()

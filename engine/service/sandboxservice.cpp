@@ -34,6 +34,12 @@ EngineError notRunning(const SandboxRecord &r) {
     return {Kind::Conflict, message};
 }
 
+QByteArray redacted(QByteArray data, const QList<QPair<QByteArray, QByteArray>> &secrets) {
+    for (const auto &[value, mask] : secrets)
+        data.replace(value, mask);
+    return data;
+}
+
 } // namespace
 
 QString previewOf(const QByteArray &data, int bytes) {
@@ -125,7 +131,7 @@ QFuture<Result<SandboxView>> SandboxService::create(const QString &accountId,
                      QStringLiteral("this Idempotency-Key was used within 24 hours for a "
                                     "different request: use a new key for a new sandbox")});
             if (creating_.contains(seen->first)) // the first request is still booting it
-                return creating_.value(seen->first).then([](Result<SandboxView> v) {
+                return creating_.value(seen->first)->wait().then([](Result<SandboxView> v) {
                     if (v)
                         v->replayed = true;
                     return v;
@@ -182,16 +188,15 @@ QFuture<Result<SandboxView>> SandboxService::create(const QString &accountId,
         return failedWith<SandboxView>(ok.error());
     emit sandboxChanged(rec.id);
 
-    auto promise = std::make_shared<QPromise<Result<SandboxView>>>();
-    promise->start();
-    creating_.insert(rec.id, promise->future());
+    auto waiters = std::make_shared<FanOut<Result<SandboxView>>>();
+    creating_.insert(rec.id, waiters);
+    QFuture<Result<SandboxView>> mine = waiters->wait();
     const QString id = rec.id;
     engine_->create({rec.size, rec.name, rec.id})
-        .then(this, [this, id, promise](Result<SandboxInfo> info) {
+        .then(this, [this, id, waiters](Result<SandboxInfo> info) {
             auto finish = [&](Result<SandboxView> v) {
                 creating_.remove(id);
-                promise->addResult(std::move(v));
-                promise->finish();
+                waiters->finish(v);
             };
             auto rec = store_->sandbox(id);
             if (info && rec && rec->status == SandboxStatus::Creating) {
@@ -213,7 +218,7 @@ QFuture<Result<SandboxView>> SandboxService::create(const QString &accountId,
             finish(std::unexpected(rec ? notRunning(*rec)
                                        : EngineError{Kind::Internal, QStringLiteral("lost")}));
         });
-    return promise->future();
+    return mine;
 }
 
 QFuture<Result<ExecResult>> SandboxService::exec(const QString &accountId, const QString &id,
@@ -231,40 +236,48 @@ QFuture<Result<ExecResult>> SandboxService::exec(const QString &accountId, const
         rec.envNames << name;
     rec.timeoutMs = request.timeoutMs;
     rec.startedAt = nowMs();
+    // Env values are secrets: a command that prints one must not put it in
+    // the record's output preview either. Kept in memory for this exec only.
+    QList<QPair<QByteArray, QByteArray>> secrets;
+    for (const auto &[name, value] : request.env) {
+        if (value.size() >= 4)
+            secrets.append({value.toUtf8(), "[env:" + name.toUtf8() + "]"});
+    }
     auto begun = store_->beginExec(rec);
     if (!begun)
         return failedWith<ExecResult>(begun.error());
     rec.id = *begun;
     emit execStarted(id, rec.id);
     // The record is completed here, whether or not the client still waits.
-    return engine_->exec(id, request).then(this, [this, rec](Result<ExecResult> r) mutable {
-        rec.finishedAt = nowMs();
-        if (r) {
-            rec.status = QStringLiteral("finished");
-            rec.exitCode = r->exitCode;
-            rec.durationMs = r->durationMs;
-            rec.stdoutBytes = r->stdoutBytes;
-            rec.stderrBytes = r->stderrBytes;
-            rec.truncated = r->truncated;
-            rec.stdoutPreview = previewOf(r->stdoutData);
-            rec.stderrPreview = previewOf(r->stderrData);
-        } else {
-            auto box = store_->sandbox(rec.sandboxId);
-            const bool gone = box && box->status != SandboxStatus::Running;
-            rec.status = gone ? QStringLiteral("interrupted") : QStringLiteral("failed");
-            rec.durationMs = rec.finishedAt - rec.startedAt;
-            if (gone)
-                r = std::unexpected(
-                    EngineError{Kind::Conflict, QStringLiteral("the sandbox ended while the "
-                                                               "command ran: %1")
-                                                    .arg(notRunning(*box).message)});
-            rec.error = r.error().message;
-        }
-        if (auto ok = store_->finishExec(rec); !ok)
-            qWarning().noquote() << "could not record exec" << rec.id << ok.error().message;
-        emit execFinished(rec.sandboxId, rec.id);
-        return r;
-    });
+    return engine_->exec(id, request)
+        .then(this, [this, rec, secrets](Result<ExecResult> r) mutable {
+            rec.finishedAt = nowMs();
+            if (r) {
+                rec.status = QStringLiteral("finished");
+                rec.exitCode = r->exitCode;
+                rec.durationMs = r->durationMs;
+                rec.stdoutBytes = r->stdoutBytes;
+                rec.stderrBytes = r->stderrBytes;
+                rec.truncated = r->truncated;
+                rec.stdoutPreview = previewOf(redacted(r->stdoutData, secrets));
+                rec.stderrPreview = previewOf(redacted(r->stderrData, secrets));
+            } else {
+                auto box = store_->sandbox(rec.sandboxId);
+                const bool gone = box && box->status != SandboxStatus::Running;
+                rec.status = gone ? QStringLiteral("interrupted") : QStringLiteral("failed");
+                rec.durationMs = rec.finishedAt - rec.startedAt;
+                if (gone)
+                    r = std::unexpected(
+                        EngineError{Kind::Conflict, QStringLiteral("the sandbox ended while the "
+                                                                   "command ran: %1")
+                                                        .arg(notRunning(*box).message)});
+                rec.error = r.error().message;
+            }
+            if (auto ok = store_->finishExec(rec); !ok)
+                qWarning().noquote() << "could not record exec" << rec.id << ok.error().message;
+            emit execFinished(rec.sandboxId, rec.id);
+            return r;
+        });
 }
 
 Result<QList<ExecRecord>> SandboxService::execs(const QString &accountId, const QString &id,
@@ -335,14 +348,14 @@ QFuture<Result<SandboxRecord>> SandboxService::destroy(const QString &accountId,
 QFuture<Result<void>> SandboxService::stop(const QString &id, SandboxStatus ending,
                                            const QString &reason) {
     if (stopping_.contains(id))
-        return stopping_.value(id);
+        return stopping_.value(id)->wait();
     if (auto ok = store_->setStopping(id, ending, reason); !ok)
         return failedWith<void>(ok.error());
     emit sandboxChanged(id);
-    auto promise = std::make_shared<QPromise<Result<void>>>();
-    promise->start();
-    stopping_.insert(id, promise->future());
-    engine_->destroy(id).then(this, [this, id, ending, reason, promise](Result<void> r) {
+    auto waiters = std::make_shared<FanOut<Result<void>>>();
+    stopping_.insert(id, waiters);
+    QFuture<Result<void>> mine = waiters->wait();
+    engine_->destroy(id).then(this, [this, id, ending, reason, waiters](Result<void> r) {
         if (r) {
             store_->interruptExecs(
                 id, QStringLiteral("the sandbox was %1 while it ran").arg(statusName(ending)));
@@ -356,10 +369,9 @@ QFuture<Result<void>> SandboxService::stop(const QString &id, SandboxStatus endi
         emit sandboxChanged(id);
         if (auto box = store_->sandbox(id))
             emit creditChanged(box->accountId);
-        promise->addResult(std::move(r));
-        promise->finish();
+        waiters->finish(r);
     });
-    return promise->future();
+    return mine;
 }
 
 void SandboxService::onLost(const QString &id, const QString &reason) {

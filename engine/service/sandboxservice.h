@@ -6,6 +6,7 @@
 // layers and the GUI sit on top of this and nothing below it.
 #pragma once
 
+#include "../async.h"
 #include "../sandbox/engine.h"
 #include "../store/store.h"
 #include "settings.h"
@@ -93,8 +94,9 @@ private:
     QTimer ticker_;
     QTimer reconciler_;
     bool reconciling_ = false;
-    QHash<QString, QFuture<Result<SandboxView>>> creating_;
-    QHash<QString, QFuture<Result<void>>> stopping_;
+    // Work in flight, by sandbox id; every caller waits on its own future.
+    QHash<QString, std::shared_ptr<FanOut<Result<SandboxView>>>> creating_;
+    QHash<QString, std::shared_ptr<FanOut<Result<void>>>> stopping_;
 };
 
 /// Text safe to keep as a preview: the last `bytes` of `data`.

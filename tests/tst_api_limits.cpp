@@ -1,0 +1,108 @@
+// Account limits through the real service and real VMs: the cap of 20
+// live sandboxes (the 21st create is refused with 429) and prepaid credit
+// running out (the running sandbox is destroyed, the next create gets 402).
+#include "support/service.h"
+
+#include <QJsonArray>
+#include <QTemporaryDir>
+
+using namespace testing;
+
+class TestApiLimits : public QObject {
+    Q_OBJECT
+private:
+    QTemporaryDir dir{QStringLiteral("/tmp/sc-lim-XXXXXX")};
+    std::unique_ptr<Service> service;
+    std::unique_ptr<Http> http;
+
+private slots:
+    void initTestCase() {
+        QVERIFY(dir.isValid());
+        QFile::setPermissions(dir.path(), QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner |
+                                              QFile::ExeGroup | QFile::ExeOther);
+        // A cent a second makes credit run out within a test.
+        admin(dir.path(), {"config", "set", "rate.small", "36"});
+        admin(dir.path(), {"config", "set", "signup_credit", "1000"});
+        int rc = -1;
+        admin(dir.path(), {"config", "set", "rate.small", "-1"}, &rc);
+        QCOMPARE(rc, 1); // refused, and not stored:
+        QCOMPARE(admin(dir.path(), {"config", "get", "rate.small"}).trimmed(),
+                 QStringLiteral("36.00"));
+        service = std::make_unique<Service>(dir.path());
+        QVERIFY(service->start());
+        http = std::make_unique<Http>(service->base(), service->key());
+    }
+
+    void twentyFirstCreateIsRefused() {
+        QList<QNetworkReply *> pending;
+        for (int i = 0; i < 20; ++i)
+            pending << http->send("POST", QStringLiteral("/sandboxes"),
+                                  QByteArray(R"({"size":"small","name":"cap"})"));
+        QStringList ids;
+        for (QNetworkReply *r : pending) {
+            Reply reply = Http::wait(r);
+            QVERIFY2(reply.status == 201, reply.body.constData());
+            ids << reply.json.value("id").toString();
+        }
+        QCOMPARE(qemuProcessesWith(dir.path()), 20);
+        Reply refused = http->call("POST", QStringLiteral("/sandboxes"), QByteArray("{}"));
+        QCOMPARE(refused.status, 429);
+        QCOMPARE(refused.errorType(), QStringLiteral("rate_limited"));
+        QVERIFY(refused.message().contains(QLatin1String("20")));
+        QCOMPARE(qemuProcessesWith(dir.path()), 20);
+
+        QList<QNetworkReply *> deletes;
+        for (const QString &id : ids)
+            deletes << http->send("DELETE", QStringLiteral("/sandboxes/") + id);
+        for (QNetworkReply *r : deletes)
+            QCOMPARE(Http::wait(r).status, 200);
+        QCOMPARE(qemuProcessesWith(dir.path()), 0);
+        // Room again.
+        Reply again = http->call("POST", QStringLiteral("/sandboxes"), QByteArray("{}"));
+        QCOMPARE(again.status, 201);
+        QCOMPARE(
+            http->call("DELETE", QStringLiteral("/sandboxes/") + again.json.value("id").toString())
+                .status,
+            200);
+    }
+
+    void creditRunningOutDestroysAndRefuses() {
+        const QString made = admin(dir.path(), {"accounts", "create", "--name", "poor"});
+        static const QRegularExpression account(QStringLiteral("(acct_[a-z2-7]+)"));
+        const QString id = account.match(made).captured(1);
+        QVERIFY(!id.isEmpty());
+        Http poor(service->base(), keyIn(made));
+        Reply none = poor.call("POST", QStringLiteral("/sandboxes"), QByteArray("{}"));
+        QCOMPARE(none.status, 402);
+        QCOMPARE(none.errorType(), QStringLiteral("insufficient_credit"));
+
+        admin(dir.path(), {"credit", "add", "0.40", "--account", id}); // about 40 s
+        Reply created = poor.call("POST", QStringLiteral("/sandboxes"), QByteArray("{}"));
+        QCOMPARE(created.status, 201);
+        const QString box = created.json.value("id").toString();
+        QVERIFY(QTest::qWaitFor(
+            [&] {
+                return poor.call("GET", QStringLiteral("/sandboxes/") + box)
+                           .json.value("status")
+                           .toString() == QLatin1String("destroyed");
+            },
+            120000));
+        Reply ended = poor.call("GET", QStringLiteral("/sandboxes/") + box);
+        QVERIFY(ended.json.value("status_reason").toString().contains(QLatin1String("credit")));
+        QCOMPARE(ended.json.value("cost_so_far").toDouble(), 0.40);
+        QCOMPARE(qemuProcessesWith(box), 0);
+        QCOMPARE(poor.call("GET", QStringLiteral("/account")).json.value("credit").toDouble(), 0.0);
+        QCOMPARE(poor.call("POST", QStringLiteral("/sandboxes"), QByteArray("{}")).status, 402);
+        // The other account is untouched by this one's poverty.
+        Reply rich = http->call("GET", QStringLiteral("/account"));
+        QVERIFY(rich.json.value("credit").toDouble() > 900);
+    }
+
+    void cleanupTestCase() {
+        if (service)
+            service->terminate();
+    }
+};
+
+QTEST_GUILESS_MAIN(TestApiLimits)
+#include "tst_api_limits.moc"

@@ -1,0 +1,529 @@
+// The REST API end to end: the real `sandcastle serve` process, real
+// sockets, real VMs (emulated here). One sandbox is shared by the tests
+// that do not test isolation or lifecycle; the real clients (the seeds'
+// Python loop, their curl/jq flow, a generated hostile-input run) run
+// against the same service. The last test kills the service with SIGKILL
+// mid-work and checks what the restart makes of it.
+#include "support/service.h"
+
+#include "sandbox/engine.h"
+
+#include <QElapsedTimer>
+#include <QJsonArray>
+#include <QSqlDatabase>
+#include <QSqlQuery>
+#include <QTemporaryDir>
+
+#include <signal.h>
+
+using namespace testing;
+
+class TestApiVm : public QObject {
+    Q_OBJECT
+private:
+    QTemporaryDir dir{QStringLiteral("/tmp/sc-api-XXXXXX")};
+    std::unique_ptr<Service> service;
+    std::unique_ptr<Http> http;
+    QString box;      // shared sandbox
+    QString shortBox; // created with a one-minute lifetime, checked last
+    QString other;    // a second long-lived sandbox
+
+    QString create(const QJsonObject &body = {{QStringLiteral("size"), QStringLiteral("small")}}) {
+        Reply r = http->call("POST", QStringLiteral("/sandboxes"), body);
+        if (r.status != 201)
+            qFatal("create failed: %d %s", r.status, r.body.constData());
+        return r.json.value(QStringLiteral("id")).toString();
+    }
+    Reply exec(const QString &id, const QJsonObject &body) {
+        return http->call("POST", QStringLiteral("/sandboxes/%1/exec").arg(id), body);
+    }
+    QString status(const QString &id) {
+        return http->call("GET", QStringLiteral("/sandboxes/") + id)
+            .json.value(QStringLiteral("status"))
+            .toString();
+    }
+    bool waitForStatus(const QString &id, const QString &wanted, int timeoutMs) {
+        return QTest::qWaitFor([&] { return status(id) == wanted; }, timeoutMs);
+    }
+    QString runClient(const QString &program, const QStringList &args, int *exitCode) {
+        QProcess p;
+        QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+        env.insert(QStringLiteral("SANDCASTLE_API"), service->base());
+        env.insert(QStringLiteral("AAS_API_KEY"), service->key());
+        p.setProcessEnvironment(env);
+        p.start(program, args);
+        // Event loop keeps running: the service is another process anyway.
+        QTest::qWaitFor([&] { return p.state() == QProcess::NotRunning; }, 900000);
+        *exitCode = p.exitCode();
+        const QByteArray err = p.readAllStandardError();
+        if (!err.isEmpty())
+            qInfo().noquote() << program << "stderr:" << err.right(2000);
+        return QString::fromUtf8(p.readAllStandardOutput());
+    }
+
+private slots:
+    void initTestCase() {
+        QVERIFY(dir.isValid());
+        QFile::setPermissions(dir.path(), QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner |
+                                              QFile::ExeGroup | QFile::ExeOther);
+        service = std::make_unique<Service>(dir.path());
+        QVERIFY2(service->start(), "the service did not start");
+        QVERIFY2(service->key().startsWith(QLatin1String("sc_")), "no key printed at first start");
+        http = std::make_unique<Http>(service->base(), service->key());
+        shortBox = create({{QStringLiteral("timeout_minutes"), 1}});
+        box = create({{QStringLiteral("size"), QStringLiteral("small")},
+                      {QStringLiteral("name"), QStringLiteral("shared")},
+                      {QStringLiteral("timeout_minutes"), 60}});
+        other = create({{QStringLiteral("timeout_minutes"), 60}});
+    }
+
+    void createdObjectHasTheContract() {
+        Reply r = http->call("GET", QStringLiteral("/sandboxes/") + box);
+        QCOMPARE(r.status, 200);
+        QCOMPARE(r.json.value("id").toString(), box);
+        QCOMPARE(r.json.value("name").toString(), QStringLiteral("shared"));
+        QCOMPARE(r.json.value("size").toString(), QStringLiteral("small"));
+        QCOMPARE(r.json.value("status").toString(), QStringLiteral("running"));
+        QCOMPARE(r.json.value("timeout_minutes").toInt(), 60);
+        QCOMPARE(r.json.value("vcpus").toInt(), 1);
+        QCOMPARE(r.json.value("memory_mib").toInt(), 1024);
+        QCOMPARE(r.json.value("disk_gib").toInt(), 8);
+        QVERIFY(r.json.value("created_at").toString().endsWith(QLatin1Char('Z')));
+        const auto created =
+            QDateTime::fromString(r.json.value("created_at").toString(), Qt::ISODateWithMs);
+        const auto expires =
+            QDateTime::fromString(r.json.value("expires_at").toString(), Qt::ISODateWithMs);
+        QCOMPARE(created.secsTo(expires), 3600);
+        QVERIFY(r.json.value("cost_so_far").isDouble());
+    }
+
+    void authIsRequired() {
+        Http anonymous(service->base(), {});
+        Reply r = anonymous.call("GET", QStringLiteral("/sandboxes"));
+        QCOMPARE(r.status, 401);
+        QCOMPARE(r.errorType(), QStringLiteral("unauthorized"));
+        Http wrong(service->base(), QStringLiteral("sc_") + QString(40, QLatin1Char('a')));
+        QCOMPARE(wrong.call("GET", QStringLiteral("/sandboxes")).status, 401);
+
+        // A key made on the command line works until it is revoked.
+        const QString out = admin(dir.path(), {QStringLiteral("keys"), QStringLiteral("create"),
+                                               QStringLiteral("--name"), QStringLiteral("t")});
+        Http second(service->base(), keyIn(out));
+        QCOMPARE(second.call("GET", QStringLiteral("/sandboxes/") + box).status, 200);
+        static const QRegularExpression id(QStringLiteral("(key_[a-z2-7]+)"));
+        admin(dir.path(),
+              {QStringLiteral("keys"), QStringLiteral("revoke"), id.match(out).captured(1)});
+        QCOMPARE(second.call("GET", QStringLiteral("/sandboxes/") + box).status, 401);
+    }
+
+    void keysAreHashedAtRest() {
+        QFile db(dir.path() + QStringLiteral("/sandcastle.db"));
+        QVERIFY(db.open(QIODevice::ReadOnly));
+        QByteArray all = db.readAll();
+        QFile wal(dir.path() + QStringLiteral("/sandcastle.db-wal"));
+        if (wal.open(QIODevice::ReadOnly))
+            all += wal.readAll();
+        QVERIFY(!all.isEmpty());
+        QVERIFY(!all.contains(service->key().toUtf8()));
+        QVERIFY(!all.contains(service->key().mid(10).toUtf8()));
+    }
+
+    void hostAndOriginAreChecked() {
+        const QString port = QUrl(service->base()).port() > 0
+                                 ? QString::number(QUrl(service->base()).port())
+                                 : QString();
+        auto get = [&](const QByteArray &host, const QByteArray &origin) {
+            QByteArray req = "GET /v1/sizes HTTP/1.1\r\nHost: " + host +
+                             "\r\nAuthorization: Bearer " + service->key().toUtf8() + "\r\n";
+            if (!origin.isEmpty())
+                req += "Origin: " + origin + "\r\n";
+            return http->raw(req + "Connection: close\r\n\r\n").first;
+        };
+        const QByteArray p = port.toUtf8();
+        QCOMPARE(get("127.0.0.1:" + p, {}), 200);
+        QCOMPARE(get("localhost:" + p, {}), 200);
+        QCOMPARE(get("evil.example:" + p, {}), 403); // DNS rebinding
+        QCOMPARE(get("127.0.0.1.nip.io:" + p, {}), 403);
+        QCOMPARE(get("127.0.0.1:" + p, "http://evil.example"), 403);
+        QCOMPARE(get("127.0.0.1:" + p, "null"), 403);
+        QCOMPARE(get("127.0.0.1:" + p, "http://localhost:" + p), 200);
+    }
+
+    void execFollowsTheContract() {
+        Reply r = exec(box, {{"command", "echo out; echo err >&2; id -un; pwd; exit 3"}});
+        QCOMPARE(r.status, 200);
+        QCOMPARE(r.json.value("stdout").toString(),
+                 QStringLiteral("out\nsandbox\n/home/sandbox\n"));
+        QCOMPARE(r.json.value("stderr").toString(), QStringLiteral("err\n"));
+        QCOMPARE(r.json.value("exit_code").toInt(), 3);
+        QCOMPARE(r.json.value("truncated").toBool(), false);
+        QVERIFY(r.json.value("duration_ms").isDouble());
+
+        r = exec(box, {{"command", "pwd; echo $TOKEN"},
+                       {"cwd", "/workspace"},
+                       {"env", QJsonObject{{"TOKEN", "s3cret-value-123"}}}});
+        QCOMPARE(r.json.value("stdout").toString(),
+                 QStringLiteral("/workspace\ns3cret-value-123\n"));
+
+        r = exec(box, {{"command", "echo before; sleep 30"}, {"timeout_ms", 1500}});
+        QCOMPARE(r.json.value("exit_code").toInt(), 124);
+        QCOMPARE(r.json.value("truncated").toBool(), true);
+        QCOMPARE(r.json.value("stdout").toString(), QStringLiteral("before\n"));
+
+        r = exec(box, {{"command", "head -c 3000000 /dev/zero | tr '\\0' x"}});
+        QCOMPARE(r.json.value("stdout").toString().size(), 1 << 20);
+        QCOMPARE(r.json.value("truncated").toBool(), true);
+    }
+
+    void envValuesAreNeverStored() {
+        // The previous test ran with TOKEN=s3cret-value-123; the record
+        // keeps the name, and the value nowhere (not even in previews).
+        Reply log = http->call("GET", QStringLiteral("/sandboxes/%1/execs").arg(box));
+        QCOMPARE(log.status, 200);
+        bool sawName = false;
+        for (const QJsonValue &e : log.json.value("data").toArray())
+            sawName = sawName || e.toObject().value("env_names").toArray().contains("TOKEN");
+        QVERIFY(sawName);
+        QVERIFY(!log.body.contains("s3cret-value-123"));
+        QByteArray all;
+        for (const QString &name : {"sandcastle.db", "sandcastle.db-wal", "sandcastle.log"}) {
+            QFile f(dir.path() + QLatin1Char('/') + name);
+            if (f.open(QIODevice::ReadOnly))
+                all += f.readAll();
+        }
+        QVERIFY(all.contains("TOKEN"));
+        QVERIFY(!all.contains("s3cret-value-123"));
+    }
+
+    void badRequestsGetActionableErrors() {
+        struct Case {
+            QByteArray method;
+            QString path;
+            QByteArray body;
+            int status;
+            QString type;
+        };
+        const QString e = QStringLiteral("/sandboxes/%1/exec").arg(box);
+        const QList<Case> cases = {
+            {"POST", "/sandboxes", "{not json", 400, "invalid_request"},
+            {"POST", "/sandboxes", "[1,2]", 400, "invalid_request"},
+            {"POST", "/sandboxes", R"({"size":"small","colour":"red"})", 400, "invalid_request"},
+            {"POST", "/sandboxes", R"({"size":7})", 400, "invalid_request"},
+            {"POST", "/sandboxes", R"({"size":"huge"})", 400, "invalid_request"},
+            {"POST", "/sandboxes", R"({"timeout_minutes":1441})", 400, "invalid_request"},
+            {"POST", "/sandboxes", R"({"timeout_minutes":2.5})", 400, "invalid_request"},
+            {"POST", e, "{}", 400, "invalid_request"},
+            {"POST", e, R"({"command":""})", 400, "invalid_request"},
+            {"POST", e, R"({"command":"true","timeout_ms":3600001})", 400, "invalid_request"},
+            {"POST", e, R"({"command":"true","env":{"1X":"y"}})", 400, "invalid_request"},
+            {"POST", e, R"({"command":"true","env":["A=B"]})", 400, "invalid_request"},
+            {"POST", e, R"({"command":"true","cwd":"relative"})", 400, "invalid_request"},
+            {"POST", e, R"({"command":"true","cwd":"/nonexistent"})", 404, "not_found"},
+            {"GET", "/sandboxes/sbx_aaaaaaaaaaaaaaaaaaaa", {}, 404, "not_found"},
+            {"GET", "/sandboxes/../../etc/passwd", {}, 404, "not_found"},
+            {"POST", "/sandboxes/sbx_aaaaaaaaaaaaaaaaaaaa/exec", R"({"command":"true"})", 404,
+             "not_found"},
+            {"GET", "/sandboxes?limit=0", {}, 400, "invalid_request"},
+            {"GET", "/sandboxes?limit=101", {}, 400, "invalid_request"},
+            {"GET", "/sandboxes?status=zombie", {}, 400, "invalid_request"},
+            {"GET", "/nowhere", {}, 404, "not_found"},
+            {"PATCH", "/sandboxes", "{}", 405, "method_not_allowed"},
+            {"GET",
+             QStringLiteral("/sandboxes/%1/files?path=relative").arg(box),
+             {},
+             400,
+             "invalid_request"},
+            {"GET",
+             QStringLiteral("/sandboxes/%1/files?path=/nope").arg(box),
+             {},
+             404,
+             "not_found"},
+            {"GET",
+             QStringLiteral("/sandboxes/%1/files?path=/etc/shadow").arg(box),
+             {},
+             403,
+             "forbidden"},
+            {"PUT", QStringLiteral("/sandboxes/%1/files?path=/etc/x").arg(box), "x", 403,
+             "forbidden"},
+            {"POST", QStringLiteral("/sandboxes/%1/extend").arg(box), R"({"additional_minutes":0})",
+             400, "invalid_request"},
+        };
+        for (const Case &c : cases) {
+            Reply r = http->call(c.method, c.path, c.body);
+            QVERIFY2(r.status == c.status && r.errorType() == c.type,
+                     qPrintable(
+                         QStringLiteral("%1 %2 %3 -> %4 %5")
+                             .arg(QString::fromLatin1(c.method), c.path, QString::fromUtf8(c.body))
+                             .arg(r.status)
+                             .arg(QString::fromUtf8(r.body))));
+            QVERIFY2(r.message().size() > 15, qPrintable(r.message()));
+        }
+    }
+
+    void filesRoundTripAndLimits() {
+        QByteArray data(3 << 20, Qt::Uninitialized);
+        for (int i = 0; i < data.size(); ++i)
+            data[i] = char((i * 7919) >> 3);
+        const QString path =
+            QStringLiteral("/sandboxes/%1/files?path=/workspace/deep/dir/blob.bin").arg(box);
+        QNetworkReply *put = http->send("PUT", path, data);
+        QCOMPARE(Http::wait(put).status, 200);
+        Reply got = http->call("GET", path);
+        QCOMPARE(got.status, 200);
+        QCOMPARE(got.body, data);
+        Reply owner = exec(box, {{"command", "stat -c %U /workspace/deep/dir/blob.bin"}});
+        QCOMPARE(owner.json.value("stdout").toString(), QStringLiteral("sandbox\n"));
+
+        QByteArray tooBig((100 << 20) + 1, 'x');
+        Reply big = Http::wait(http->send(
+            "PUT", QStringLiteral("/sandboxes/%1/files?path=/workspace/big").arg(box), tooBig));
+        QCOMPARE(big.status, 413);
+        QCOMPARE(big.errorType(), QStringLiteral("payload_too_large"));
+    }
+
+    void listPaginatesNewestFirst() {
+        Reply page = http->call("GET", QStringLiteral("/sandboxes?limit=1"));
+        QCOMPARE(page.status, 200);
+        QCOMPARE(page.json.value("data").toArray().size(), 1);
+        QCOMPARE(page.json.value("has_more").toBool(), true);
+        const QString first =
+            page.json.value("data").toArray()[0].toObject().value("id").toString();
+        QCOMPARE(first, other); // created last
+        Reply next =
+            http->call("GET", QStringLiteral("/sandboxes?limit=2&starting_after=") + first);
+        QCOMPARE(next.json.value("data").toArray()[0].toObject().value("id").toString(), box);
+        QCOMPARE(next.json.value("data").toArray()[1].toObject().value("id").toString(), shortBox);
+        Reply running = http->call("GET", QStringLiteral("/sandboxes?status=running&limit=100"));
+        for (const QJsonValue &v : running.json.value("data").toArray())
+            QCOMPARE(v.toObject().value("status").toString(), QStringLiteral("running"));
+    }
+
+    void longExecBlocksNothingAndDisconnectIsSafe() {
+        // A ten-minute command holds its request open...
+        QNetworkReply *longOne = http->send("POST", QStringLiteral("/sandboxes/%1/exec").arg(box),
+                                            R"({"command":"sleep 600","timeout_ms":700000})");
+        QTest::qWait(200);
+        // ...while listing and other commands answer.
+        QElapsedTimer t;
+        t.start();
+        QCOMPARE(http->call("GET", QStringLiteral("/sandboxes")).status, 200);
+        QCOMPARE(exec(other, {{"command", "echo other"}}).json.value("stdout").toString(),
+                 QStringLiteral("other\n"));
+        QCOMPARE(exec(box, {{"command", "echo same-box"}}).json.value("stdout").toString(),
+                 QStringLiteral("same-box\n"));
+        QVERIFY(!longOne->isFinished());
+        qInfo() << "list and two execs answered in" << t.elapsed() << "ms while a long exec ran";
+        longOne->abort(); // the client goes away mid-exec
+        longOne->deleteLater();
+
+        // A command whose client leaves still completes and is recorded.
+        QNetworkReply *leaving =
+            http->send("POST", QStringLiteral("/sandboxes/%1/exec").arg(box),
+                       R"({"command":"sleep 2; echo recorded-after-disconnect"})");
+        QTest::qWait(500);
+        leaving->abort();
+        leaving->deleteLater();
+        QVERIFY(QTest::qWaitFor(
+            [&] {
+                Reply log = http->call("GET", QStringLiteral("/sandboxes/%1/execs").arg(box));
+                for (const QJsonValue &v : log.json.value("data").toArray()) {
+                    const QJsonObject e = v.toObject();
+                    if (e.value("command").toString().contains("recorded-after-disconnect"))
+                        return e.value("status").toString() == QLatin1String("finished") &&
+                               e.value("stdout_tail").toString() ==
+                                   QLatin1String("recorded-after-disconnect\n");
+                }
+                return false;
+            },
+            60000));
+        QVERIFY(service->running());
+        QCOMPARE(exec(box, {{"command", "echo alive"}}).json.value("stdout").toString(),
+                 QStringLiteral("alive\n"));
+    }
+
+    void extendMovesExpiryWithinADay() {
+        Reply before = http->call("GET", QStringLiteral("/sandboxes/") + box);
+        Reply r = http->call("POST", QStringLiteral("/sandboxes/%1/extend").arg(box),
+                             QJsonObject{{"additional_minutes", 30}});
+        QCOMPARE(r.status, 200);
+        const auto was =
+            QDateTime::fromString(before.json.value("expires_at").toString(), Qt::ISODateWithMs);
+        const auto now =
+            QDateTime::fromString(r.json.value("expires_at").toString(), Qt::ISODateWithMs);
+        QCOMPARE(was.secsTo(now), 1800);
+        QCOMPARE(r.json.value("timeout_minutes").toInt(), 90);
+        Reply tooFar = http->call("POST", QStringLiteral("/sandboxes/%1/extend").arg(box),
+                                  QJsonObject{{"additional_minutes", 1440}});
+        QCOMPARE(tooFar.status, 400);
+        QVERIFY(tooFar.message().contains(QLatin1String("24 hours")));
+    }
+
+    void idempotencyKeyReturnsTheSameSandbox() {
+        const QList<std::pair<QByteArray, QByteArray>> key{{"Idempotency-Key", "run-42"}};
+        const QByteArray body = R"({"size":"small","name":"idem"})";
+        // Two at once: the second waits for the first's boot.
+        QNetworkReply *a = http->send("POST", QStringLiteral("/sandboxes"), body, key);
+        QNetworkReply *b = http->send("POST", QStringLiteral("/sandboxes"), body, key);
+        Reply ra = Http::wait(a), rb = Http::wait(b);
+        QCOMPARE(ra.status, 201);
+        QCOMPARE(rb.status, 201);
+        const QString id = ra.json.value("id").toString();
+        QCOMPARE(rb.json.value("id").toString(), id);
+        QVERIFY(ra.headers.contains("idempotent-replayed") ||
+                rb.headers.contains("idempotent-replayed"));
+        Reply again = http->call("POST", QStringLiteral("/sandboxes"), body, key);
+        QCOMPARE(again.json.value("id").toString(), id);
+        Reply other = http->call("POST", QStringLiteral("/sandboxes"),
+                                 QByteArray(R"({"size":"medium"})"), key);
+        QCOMPARE(other.status, 409);
+        // Delete is idempotent.
+        Reply d1 = http->call("DELETE", QStringLiteral("/sandboxes/") + id);
+        QCOMPARE(d1.status, 200);
+        QCOMPARE(d1.json.value("status").toString(), QStringLiteral("destroyed"));
+        Reply d2 = http->call("DELETE", QStringLiteral("/sandboxes/") + id);
+        QCOMPARE(d2.status, 200);
+        QCOMPARE(d2.json.value("ended_at"), d1.json.value("ended_at"));
+        QCOMPARE(qemuProcessesWith(id), 0);
+        QVERIFY(!QDir(dir.path() + QStringLiteral("/sandboxes/") + id).exists());
+        Reply late = exec(id, {{"command", "true"}});
+        QCOMPARE(late.status, 409);
+        QCOMPARE(late.errorType(), QStringLiteral("conflict"));
+    }
+
+    void seedPythonWorkspaceLoop() {
+        int rc = -1;
+        const QString out =
+            runClient(QStringLiteral("python3"),
+                      {QStringLiteral(SOURCE_DIR "/tests/clients/workspace_loop.py")}, &rc);
+        qInfo().noquote() << out;
+        QCOMPARE(rc, 0);
+        const QJsonObject r = QJsonDocument::fromJson(out.toUtf8()).object();
+        QCOMPARE(r.value("final_exit").toInt(), 0);
+        QCOMPARE(r.value("stdout").toString(), QStringLiteral("sum=6\n"));
+        QCOMPARE(r.value("attempts").toInt(), 2); // the bug, then the fix
+        QCOMPARE(r.value("failed_exits").toArray().size(), 1);
+        QCOMPARE(r.value("after_delete").toString(), QStringLiteral("destroyed"));
+    }
+
+    void seedCurlFlow() {
+        int rc = -1;
+        const QString out =
+            runClient(QStringLiteral("bash"),
+                      {QStringLiteral(SOURCE_DIR "/tests/clients/curl_flow.sh")}, &rc);
+        qInfo().noquote() << out;
+        QCOMPARE(rc, 0);
+        QVERIFY(out.contains(QLatin1String("sandbox=sbx_")));
+        QVERIFY(out.contains(QLatin1String("step0=0")));
+        QVERIFY(out.contains(QLatin1String("step2=0 task 42")));
+        QVERIFY(out.contains(QLatin1String("deleted=destroyed")));
+    }
+
+    void generatedHostileRequests() {
+        int rc = -1;
+        const QString out =
+            runClient(QStringLiteral("python3"),
+                      {QStringLiteral(SOURCE_DIR "/tests/clients/fuzz.py"), service->base(),
+                       service->key(), box, QStringLiteral("1200")},
+                      &rc);
+        qInfo().noquote() << out;
+        QCOMPARE(rc, 0);
+        QVERIFY(service->running());
+        QCOMPARE(http->call("GET", QStringLiteral("/sandboxes/") + box).status, 200);
+    }
+
+    void shortSandboxExpires() {
+        // Created first with timeout_minutes 1: by now its time is nearly up.
+        QVERIFY(waitForStatus(shortBox, QStringLiteral("expired"), 120000));
+        Reply r = http->call("GET", QStringLiteral("/sandboxes/") + shortBox);
+        QVERIFY(r.json.value("status_reason").toString().contains(QLatin1String("expired")));
+        QCOMPARE(qemuProcessesWith(shortBox), 0);
+        QCOMPARE(exec(shortBox, {{"command", "true"}}).status, 409);
+    }
+
+    void killedServiceRestartsClean() {
+        // Work in flight when the service dies: a command in the shared
+        // sandbox, a create still booting; a finished command before it.
+        QCOMPARE(exec(box, {{"command", "echo finished-before-kill > /workspace/mark"}}).status,
+                 200);
+        QNetworkReply *running = http->send("POST", QStringLiteral("/sandboxes/%1/exec").arg(box),
+                                            R"({"command":"sleep 300"})");
+        QNetworkReply *booting = http->send("POST", QStringLiteral("/sandboxes"), QByteArray("{}"));
+        QVERIFY(QTest::qWaitFor([&] { return qemuProcessesWith(dir.path()) >= 2; }, 60000));
+        service->kill();
+        running->abort();
+        booting->abort();
+
+        // A VM the record knows nothing of, started behind its back.
+        sandcastle::EngineConfig config = sandcastle::EngineConfig::defaults();
+        config.dataDir = dir.path();
+        QString stray;
+        {
+            sandcastle::Engine engine(config);
+            QVERIFY(engine.open().has_value());
+            auto f = engine.create({QStringLiteral("small"), QStringLiteral("stray"), {}});
+            QVERIFY(QTest::qWaitFor([&] { return f.isFinished(); }, 300000));
+            QVERIFY(f.result().has_value());
+            stray = f.result()->id;
+        }
+        QCOMPARE(qemuProcessesWith(stray), 1);
+
+        QVERIFY(service->start());
+        http = std::make_unique<Http>(service->base(), service->key());
+        // The shared sandbox was taken over and keeps its state.
+        Reply r = exec(box, {{"command", "cat /workspace/mark"}});
+        QCOMPARE(r.status, 200);
+        QCOMPARE(r.json.value("stdout").toString(), QStringLiteral("finished-before-kill\n"));
+        // The stray VM is gone; the half-created sandbox ended in error.
+        QVERIFY(QTest::qWaitFor([&] { return qemuProcessesWith(stray) == 0; }, 60000));
+        QVERIFY(!QDir(dir.path() + QStringLiteral("/sandboxes/") + stray).exists());
+        Reply list = http->call("GET", QStringLiteral("/sandboxes?status=error&limit=100"));
+        QVERIFY(list.json.value("data").toArray().size() >= 1);
+        // Every QEMU process and folder belongs to a live record.
+        Reply live = http->call("GET", QStringLiteral("/sandboxes?status=running&limit=100"));
+        QStringList liveIds;
+        for (const QJsonValue &v : live.json.value("data").toArray())
+            liveIds << v.toObject().value("id").toString();
+        QCOMPARE(qemuProcessesWith(dir.path()), liveIds.size());
+        for (const QString &folder : QDir(dir.path() + QStringLiteral("/sandboxes"))
+                                         .entryList(QDir::Dirs | QDir::NoDotAndDotDot))
+            QVERIFY2(liveIds.contains(folder), qPrintable(folder));
+        // Exec records: the finished one kept, the cut one marked.
+        Reply log = http->call("GET", QStringLiteral("/sandboxes/%1/execs?limit=500").arg(box));
+        bool finished = false, interrupted = false;
+        for (const QJsonValue &v : log.json.value("data").toArray()) {
+            const QJsonObject e = v.toObject();
+            if (e.value("command").toString().contains("finished-before-kill"))
+                finished = e.value("status").toString() == QLatin1String("finished");
+            if (e.value("command").toString() == QLatin1String("sleep 300"))
+                interrupted = e.value("status").toString() == QLatin1String("interrupted");
+        }
+        QVERIFY(finished);
+        QVERIFY(interrupted);
+
+        // A VM killed from outside is noticed and recorded as an error.
+        const int pid = qemuPidWith(box);
+        QVERIFY(pid > 0);
+        ::kill(pid, SIGKILL);
+        QVERIFY(waitForStatus(box, QStringLiteral("error"), 60000));
+        QVERIFY(http->call("GET", QStringLiteral("/sandboxes/") + box)
+                    .json.value("status_reason")
+                    .toString()
+                    .contains(QLatin1String("unexpectedly")));
+        QVERIFY(!QDir(dir.path() + QStringLiteral("/sandboxes/") + box).exists());
+    }
+
+    void cleanupTestCase() {
+        if (http && service && service->running()) {
+            Reply live = http->call("GET", QStringLiteral("/sandboxes?status=running&limit=100"));
+            for (const QJsonValue &v : live.json.value("data").toArray())
+                http->call("DELETE",
+                           QStringLiteral("/sandboxes/") + v.toObject().value("id").toString());
+        }
+        if (service)
+            service->terminate();
+        QTRY_COMPARE_WITH_TIMEOUT(qemuProcessesWith(dir.path()), 0, 60000);
+    }
+};
+
+QTEST_GUILESS_MAIN(TestApiVm)
+#include "tst_api_vm.moc"

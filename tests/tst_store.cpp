@@ -1,0 +1,173 @@
+// The record on a real SQLite file: migrations, keys hashed at rest,
+// metering, idempotency, exec records, settings validation.
+#include "service/settings.h"
+#include "store/store.h"
+
+#include <QSqlDatabase>
+#include <QSqlQuery>
+#include <QTemporaryDir>
+#include <QTest>
+
+using namespace sandcastle;
+
+class TestStore : public QObject {
+    Q_OBJECT
+private:
+    QTemporaryDir dir;
+    QString path() const { return dir.path() + QStringLiteral("/t.db"); }
+
+    SandboxRecord box(const QString &account, const QString &id, qint64 createdAt, qint64 rate) {
+        SandboxRecord r;
+        r.id = id;
+        r.accountId = account;
+        r.size = QStringLiteral("small");
+        r.vcpus = 1;
+        r.memoryMiB = 1024;
+        r.diskGiB = 8;
+        r.createdAt = createdAt;
+        r.expiresAt = createdAt + 60000;
+        r.timeoutMinutes = 1;
+        r.rateMicrosPerHour = rate;
+        r.chargedUntil = createdAt;
+        return r;
+    }
+
+private slots:
+    void migratesAndReopens() {
+        auto s = Store::open(path());
+        QVERIFY(s.has_value());
+        QCOMPARE((*s)->version(), Store::latestVersion());
+        QVERIFY((*s)->setSetting(QStringLiteral("port"), QStringLiteral("9000")).has_value());
+        s->reset();
+        auto again = Store::open(path());
+        QVERIFY(again.has_value());
+        QCOMPARE((*again)->settings().value(QStringLiteral("port")), QStringLiteral("9000"));
+    }
+
+    void refusesANewerSchema() {
+        const QString p = dir.path() + QStringLiteral("/newer.db");
+        {
+            auto s = Store::open(p);
+            QVERIFY(s.has_value());
+        }
+        {
+            QSqlDatabase db = QSqlDatabase::addDatabase(QStringLiteral("QSQLITE"), "raw");
+            db.setDatabaseName(p);
+            QVERIFY(db.open());
+            QSqlQuery(db).exec(QStringLiteral("PRAGMA user_version=999"));
+            db.close();
+        }
+        QSqlDatabase::removeDatabase("raw");
+        auto s = Store::open(p);
+        QVERIFY(!s.has_value());
+        QVERIFY(s.error().message.contains(QLatin1String("newer")));
+    }
+
+    void keysAreHashedAndRevocable() {
+        auto s = *Store::open(path());
+        auto account = s->createAccount(QStringLiteral("a"), 1'000'000);
+        QVERIFY(account.has_value());
+        auto key = s->createKey(account->id, QStringLiteral("k"));
+        QVERIFY(key.has_value());
+        const QString secret = key->second;
+        QVERIFY(s->authenticate(secret).has_value());
+        QVERIFY(!s->authenticate(secret + QLatin1Char('x')).has_value());
+        QVERIFY(!s->authenticate(QString()).has_value());
+        QFile f(path());
+        QVERIFY(f.open(QIODevice::ReadOnly));
+        QFile wal(path() + QStringLiteral("-wal"));
+        wal.open(QIODevice::ReadOnly);
+        const QByteArray bytes = f.readAll() + wal.readAll();
+        QVERIFY(!bytes.contains(secret.toUtf8()));
+        QVERIFY(s->revokeKey(key->first.id).has_value());
+        QVERIFY(!s->authenticate(secret).has_value());
+        QCOMPARE(s->revokeKey(QStringLiteral("key_nope")).error().kind,
+                 EngineError::Kind::NotFound);
+    }
+
+    void meteringIsExactAndStopsAtZero() {
+        auto s = *Store::open(path());
+        auto account = *s->createAccount(QStringLiteral("m"), 100'000); // 0.10
+        const qint64 t0 = 1'000'000'000'000;
+        // 3.6 per hour = 1000 micros a second.
+        QVERIFY(s->insertSandbox(
+                     box(account.id, QStringLiteral("sbx_aaaaaaaaaaaaaaaaaaaa"), t0, 3'600'000))
+                    .has_value());
+        for (int i = 1; i <= 30; ++i)
+            QVERIFY(s->meter(t0 + i * 1000 + 333).has_value()); // odd steps: no drift
+        QCOMPARE(s->sandbox(QStringLiteral("sbx_aaaaaaaaaaaaaaaaaaaa"))->costMicros, 30'333);
+        QCOMPARE(s->account(account.id)->balanceMicros, 100'000 - 30'333);
+        auto out = s->meter(t0 + 1000 * 1000);
+        QVERIFY(out.has_value());
+        QCOMPARE(out->size(), 1);
+        QCOMPARE(out->first().balanceMicros, 0);
+        QCOMPARE(s->account(account.id)->balanceMicros, 0);
+        QCOMPARE(s->sandbox(QStringLiteral("sbx_aaaaaaaaaaaaaaaaaaaa"))->costMicros, 100'000);
+        qint64 usage = 0;
+        for (const LedgerEntry &e : s->ledger(account.id, 100))
+            usage += e.kind == QLatin1String("usage") ? e.amountMicros : 0;
+        QCOMPARE(usage, -100'000);
+        QVERIFY(s->setEnded(QStringLiteral("sbx_aaaaaaaaaaaaaaaaaaaa"), SandboxStatus::Expired,
+                            QStringLiteral("t"), t0 + 2000 * 1000)
+                    .has_value());
+        QCOMPARE(s->liveCount(account.id), 0);
+    }
+
+    void idempotencyAndExecRecords() {
+        auto s = *Store::open(path());
+        auto account = *s->createAccount(QStringLiteral("i"), 1);
+        const qint64 now = nowMs();
+        QVERIFY(
+            s->insertSandbox(box(account.id, QStringLiteral("sbx_bbbbbbbbbbbbbbbbbbbb"), now, 0),
+                             QStringLiteral("key-1"), QStringLiteral("hash"))
+                .has_value());
+        auto seen = s->idempotent(account.id, QStringLiteral("key-1"), now);
+        QVERIFY(seen.has_value());
+        QCOMPARE(seen->first, QStringLiteral("sbx_bbbbbbbbbbbbbbbbbbbb"));
+        QVERIFY(!s->idempotent(account.id, QStringLiteral("key-1"), now + 25 * 3600 * 1000ll));
+        QVERIFY(!s->idempotent(QStringLiteral("acct_other"), QStringLiteral("key-1"), now));
+
+        ExecRecord e;
+        e.sandboxId = QStringLiteral("sbx_bbbbbbbbbbbbbbbbbbbb");
+        e.command = QStringLiteral("echo hi");
+        e.cwd = QStringLiteral("/home/sandbox");
+        e.envNames = {QStringLiteral("A"), QStringLiteral("B")};
+        e.startedAt = now;
+        auto id = s->beginExec(e);
+        QVERIFY(id.has_value());
+        auto second = s->beginExec(e);
+        e.id = *id;
+        e.status = QStringLiteral("finished");
+        e.stdoutPreview = QStringLiteral("hi\n");
+        QVERIFY(s->finishExec(e).has_value());
+        QCOMPARE(*s->interruptExecs({}, QStringLiteral("stopped")), 1);
+        auto rows = s->execs(e.sandboxId, 10);
+        QCOMPARE(rows.size(), 2);
+        QCOMPARE(rows[0].id, *second);
+        QCOMPARE(rows[0].status, QStringLiteral("interrupted"));
+        QCOMPARE(rows[1].status, QStringLiteral("finished"));
+        QCOMPARE(rows[1].envNames, QStringList({"A", "B"}));
+    }
+
+    void settingsRefuseBadValues() {
+        Settings s;
+        QVERIFY(s.set(QStringLiteral("max_live_sandboxes"), QStringLiteral("5")).has_value());
+        QCOMPARE(s.maxLiveSandboxes, 5);
+        QVERIFY(!s.set(QStringLiteral("max_live_sandboxes"), QStringLiteral("0")));
+        QVERIFY(!s.set(QStringLiteral("port"), QStringLiteral("70000")));
+        QVERIFY(!s.set(QStringLiteral("default_size"), QStringLiteral("xl")));
+        QVERIFY(!s.set(QStringLiteral("rate.huge"), QStringLiteral("1")));
+        QVERIFY(!s.set(QStringLiteral("rate.small"), QStringLiteral("-1")));
+        QVERIFY(!s.set(QStringLiteral("allowed_origins"), QStringLiteral("javascript:alert(1)")));
+        QVERIFY(!s.set(QStringLiteral("nonsense"), QStringLiteral("1")));
+        QCOMPARE(s.maxLiveSandboxes, 5);
+        QCOMPARE(*parseMoney(QStringLiteral("0.05")), 50'000);
+        QCOMPARE(*parseMoney(QStringLiteral("12")), 12'000'000);
+        QVERIFY(!parseMoney(QStringLiteral("0.0000001")));
+        QCOMPARE(formatMoney(50'000), QStringLiteral("0.05"));
+        QCOMPARE(formatMoney(12'000'000), QStringLiteral("12.00"));
+    }
+};
+
+QTEST_GUILESS_MAIN(TestStore)
+#include "tst_store.moc"
