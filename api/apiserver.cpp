@@ -1,6 +1,7 @@
 #include "apiserver.h"
 
 #include "json.h"
+#include "limitedtcpserver.h"
 #include "requests.h"
 #include "service/sandboxservice.h"
 
@@ -126,7 +127,10 @@ ApiServer::ApiServer(SandboxService *service, QObject *parent)
 ApiServer::~ApiServer() = default;
 
 Result<quint16> ApiServer::start(const QHostAddress &address, quint16 port) {
-    auto *server = new QTcpServer(this);
+    // Room for the largest file plus headers; larger requests are cut off
+    // before QtHttpServer buffers them.
+    auto *server = new LimitedTcpServer(
+        service_->engine()->config().fileSizeLimit + kMaxJsonBody / 8, this);
     if (!server->listen(address, port)) {
         const QString why = server->errorString();
         delete server;

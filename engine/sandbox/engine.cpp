@@ -154,6 +154,8 @@ GuestChannel *Engine::channel(const QString &id) const {
 }
 
 Result<Engine::Sandbox *> Engine::running(const QString &id) const {
+    if (!open_)
+        return fail(Kind::Unavailable, notOpen_);
     auto it = sandboxes_.find(id);
     if (it == sandboxes_.end())
         return fail(Kind::NotFound, QStringLiteral("no sandbox %1").arg(id));
@@ -223,8 +225,7 @@ QFuture<Result<SandboxInfo>> Engine::create(const CreateOptions &options) {
         if (!r) {
             // Leave nothing behind: no domain, no overlay, no record.
             const QString id = box->info.id;
-            delete box->channel;
-            box->channel = nullptr;
+            dropChannel(*box);
             sandboxes_.remove(id);
             Hypervisor *hv = hypervisor_.get();
             const QString domain = box->info.domainName;
@@ -308,8 +309,7 @@ QFuture<Result<SandboxInfo>> Engine::attach(const QString &id, const QString &si
     connectAgent(box, timeoutMs, [this, box, promise](Result<SandboxInfo> r) {
         if (!r && sandboxes_.value(box->info.id) == box) {
             // The caller decides whether to destroy the VM; only forget it.
-            delete box->channel;
-            box->channel = nullptr;
+            dropChannel(*box);
             sandboxes_.remove(box->info.id);
         }
         promise->addResult(std::move(r));
@@ -388,8 +388,7 @@ QFuture<Result<void>> Engine::destroy(const QString &id) {
     auto it = sandboxes_.find(id);
     if (it != sandboxes_.end()) {
         (*it)->state = Sandbox::State::Destroying;
-        delete (*it)->channel;
-        (*it)->channel = nullptr;
+        dropChannel(**it);
     }
     Hypervisor *hv = hypervisor_.get();
     const QString domain = domainNameFor(id);
@@ -419,6 +418,17 @@ QStringList Engine::sandboxFolders() const {
             out << name;
     }
     return out;
+}
+
+void Engine::dropChannel(Sandbox &box) {
+    if (!box.channel)
+        return;
+    // This may run inside the channel's own `lost` signal (a VM that died
+    // is destroyed right away): the channel must outlive this call.
+    box.channel->disconnect(this);
+    box.channel->disconnectFromAgent(); // pending operations fail now
+    box.channel->deleteLater();
+    box.channel = nullptr;
 }
 
 void Engine::removeSandboxFiles(const QString &id) {

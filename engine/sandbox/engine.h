@@ -110,6 +110,7 @@ private:
     void connectAgent(std::shared_ptr<Sandbox> box, int timeoutMs,
                       std::function<void(Result<SandboxInfo>)> finish);
     QString sandboxDir(const QString &id) const;
+    void dropChannel(Sandbox &box);
     void removeSandboxFiles(const QString &id);
 
     EngineConfig config_;
