@@ -129,8 +129,8 @@ ApiServer::~ApiServer() = default;
 Result<quint16> ApiServer::start(const QHostAddress &address, quint16 port) {
     // Room for the largest file plus headers; larger requests are cut off
     // before QtHttpServer buffers them.
-    auto *server = new LimitedTcpServer(
-        service_->engine()->config().fileSizeLimit + kMaxJsonBody / 8, this);
+    auto *server =
+        new LimitedTcpServer(service_->engine()->config().fileSizeLimit + kMaxJsonBody / 8, this);
     if (!server->listen(address, port)) {
         const QString why = server->errorString();
         delete server;

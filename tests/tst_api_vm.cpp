@@ -25,6 +25,7 @@ private:
     QString box;      // shared sandbox
     QString shortBox; // created with a one-minute lifetime, checked last
     QString other;    // a second long-lived sandbox
+    QString doomed;   // its time runs out while the service is down
 
     QString create(const QJsonObject &body = {{QStringLiteral("size"), QStringLiteral("small")}}) {
         Reply r = http->call("POST", QStringLiteral("/sandboxes"), body);
@@ -73,6 +74,7 @@ private slots:
                       {QStringLiteral("name"), QStringLiteral("shared")},
                       {QStringLiteral("timeout_minutes"), 60}});
         other = create({{QStringLiteral("timeout_minutes"), 60}});
+        doomed = create({{QStringLiteral("timeout_minutes"), 60}});
     }
 
     void createdObjectHasTheContract() {
@@ -286,11 +288,15 @@ private slots:
         QCOMPARE(page.json.value("has_more").toBool(), true);
         const QString first =
             page.json.value("data").toArray()[0].toObject().value("id").toString();
-        QCOMPARE(first, other); // created last
+        QCOMPARE(first, doomed); // created last
         Reply next =
-            http->call("GET", QStringLiteral("/sandboxes?limit=2&starting_after=") + first);
-        QCOMPARE(next.json.value("data").toArray()[0].toObject().value("id").toString(), box);
-        QCOMPARE(next.json.value("data").toArray()[1].toObject().value("id").toString(), shortBox);
+            http->call("GET", QStringLiteral("/sandboxes?limit=3&starting_after=") + first);
+        const QJsonArray rest = next.json.value("data").toArray();
+        QCOMPARE(rest.size(), 3);
+        QCOMPARE(rest[0].toObject().value("id").toString(), other);
+        QCOMPARE(rest[1].toObject().value("id").toString(), box);
+        QCOMPARE(rest[2].toObject().value("id").toString(), shortBox);
+        QCOMPARE(next.json.value("has_more").toBool(), false);
         Reply running = http->call("GET", QStringLiteral("/sandboxes?status=running&limit=100"));
         for (const QJsonValue &v : running.json.value("data").toArray())
             QCOMPARE(v.toObject().value("status").toString(), QStringLiteral("running"));
@@ -460,6 +466,11 @@ private slots:
             QSqlDatabase db = QSqlDatabase::addDatabase(QStringLiteral("QSQLITE"), "raw");
             db.setDatabaseName(dir.path() + QStringLiteral("/sandcastle.db"));
             QVERIFY(db.open());
+            // And one whose lifetime ends while nothing runs to see it.
+            QVERIFY(QSqlQuery(db).exec(
+                QStringLiteral("UPDATE sandboxes SET expires_at = %1 WHERE id = '%2'")
+                    .arg(QDateTime::currentMSecsSinceEpoch() - 1000)
+                    .arg(doomed)));
             for (const char *table : {"execs", "events", "ledger", "sandboxes"})
                 QVERIFY(QSqlQuery(db).exec(
                     QStringLiteral("DELETE FROM %1 WHERE %2 = '%3'")
@@ -477,6 +488,9 @@ private slots:
         Reply r = exec(box, {{"command", "cat /workspace/mark"}});
         QCOMPARE(r.status, 200);
         QCOMPARE(r.json.value("stdout").toString(), QStringLiteral("finished-before-kill\n"));
+        // Expired while the service was down: destroyed at the start.
+        QVERIFY(waitForStatus(doomed, QStringLiteral("expired"), 60000));
+        QCOMPARE(qemuProcessesWith(doomed), 0);
         // The stray VM is gone; the half-created sandbox ended in error.
         QVERIFY(QTest::qWaitFor([&] { return qemuProcessesWith(stray) == 0; }, 60000));
         QVERIFY(!QDir(dir.path() + QStringLiteral("/sandboxes/") + stray).exists());
