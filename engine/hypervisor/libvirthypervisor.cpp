@@ -35,8 +35,13 @@ void startEventLoop(const QString &logFile) {
     static std::once_flag once;
     std::call_once(once, [&] {
         // libvirt logs warnings to stderr by default; keep them in a file.
-        if (!qEnvironmentVariableIsSet("LIBVIRT_LOG_OUTPUTS"))
+        const bool ours = !qEnvironmentVariableIsSet("LIBVIRT_LOG_OUTPUTS");
+        if (ours)
             qputenv("LIBVIRT_LOG_OUTPUTS", ("3:file:" + logFile).toLocal8Bit());
+        virInitialize(); // reads the variable
+        // Children (the tools the app starts) must not log into our file.
+        if (ours)
+            qunsetenv("LIBVIRT_LOG_OUTPUTS");
         virSetErrorFunc(nullptr, ignoreLibvirtErrors); // errors are returned, not printed
         virEventRegisterDefaultImpl();
         std::thread([] {
