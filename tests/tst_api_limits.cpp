@@ -14,6 +14,7 @@ private:
     QTemporaryDir dir{QStringLiteral("/tmp/sc-lim-XXXXXX")};
     std::unique_ptr<Service> service;
     std::unique_ptr<Http> http;
+    QString richBox; // a sandbox of the first account
 
 private slots:
     void initTestCase() {
@@ -60,6 +61,7 @@ private slots:
         // Room again.
         Reply again = http->call("POST", QStringLiteral("/sandboxes"), QByteArray("{}"));
         QCOMPARE(again.status, 201);
+        richBox = again.json.value("id").toString();
         QCOMPARE(
             http->call("DELETE", QStringLiteral("/sandboxes/") + again.json.value("id").toString())
                 .status,
@@ -72,6 +74,11 @@ private slots:
         const QString id = account.match(made).captured(1);
         QVERIFY(!id.isEmpty());
         Http poor(service->base(), keyIn(made));
+        // Another account's sandboxes do not exist for this one.
+        QCOMPARE(poor.call("GET", QStringLiteral("/sandboxes/") + richBox).status, 404);
+        QCOMPARE(poor.call("DELETE", QStringLiteral("/sandboxes/") + richBox).status, 404);
+        QCOMPARE(poor.call("GET", QStringLiteral("/sandboxes")).json.value("data").toArray().size(),
+                 0);
         Reply none = poor.call("POST", QStringLiteral("/sandboxes"), QByteArray("{}"));
         QCOMPARE(none.status, 402);
         QCOMPARE(none.errorType(), QStringLiteral("insufficient_credit"));

@@ -2,6 +2,7 @@
 // is booted for the suite and shared by the tests that do not test
 // isolation; isolation and destroy use a second one.
 #include "guest/guestchannel.h"
+#include "support/service.h"
 #include "sandbox/engine.h"
 
 #include <QCryptographicHash>
@@ -19,20 +20,6 @@ template <typename T> T await(QFuture<T> f, int timeoutMs = 300000) {
     if (!QTest::qWaitFor([&] { return f.isFinished(); }, timeoutMs))
         qFatal("timed out waiting for the engine");
     return f.result();
-}
-
-/// QEMU processes whose command line names `domain`.
-int qemuProcessesFor(const QString &domain) {
-    int n = 0;
-    for (const QString &pid : QDir(QStringLiteral("/proc")).entryList(QDir::Dirs)) {
-        QFile cmdline(QStringLiteral("/proc/%1/cmdline").arg(pid));
-        if (!pid.toInt() || !cmdline.open(QIODevice::ReadOnly))
-            continue;
-        QByteArray c = cmdline.readAll();
-        if (c.contains("qemu-system") && c.contains(domain.toUtf8()))
-            ++n;
-    }
-    return n;
 }
 
 } // namespace
@@ -257,14 +244,14 @@ private slots:
         QCOMPARE(r->stdoutData, QByteArray("1\n"));
 
         const QString domain = Engine::domainNameFor(other);
-        QCOMPARE(qemuProcessesFor(domain), 1);
+        QCOMPARE(testing::qemuProcessesWith(domain), 1);
         const QString dir = dataDir.filePath(QStringLiteral("sandboxes/") + other);
         QVERIFY(QFile::exists(dir + QStringLiteral("/disk.qcow2")));
 
         auto destroyed = await(engine->destroy(other));
         QVERIFY2(destroyed.has_value(),
                  qPrintable(destroyed ? QString() : destroyed.error().message));
-        QCOMPARE(qemuProcessesFor(domain), 0);
+        QCOMPARE(testing::qemuProcessesWith(domain), 0);
         QVERIFY(!QFile::exists(dir));
         auto domains = engine->hypervisor()->listDomains();
         QVERIFY(domains.has_value());
@@ -282,7 +269,7 @@ private slots:
     void cleanupTestCase() {
         if (!box.isEmpty()) {
             QVERIFY(await(engine->destroy(box)).has_value());
-            QCOMPARE(qemuProcessesFor(Engine::domainNameFor(box)), 0);
+            QCOMPARE(testing::qemuProcessesWith(Engine::domainNameFor(box)), 0);
         }
     }
 };
