@@ -2,6 +2,7 @@
 
 #include "json.h"
 #include "limitedtcpserver.h"
+#include "mcpserver.h"
 #include "requests.h"
 #include "service/sandboxservice.h"
 
@@ -53,7 +54,8 @@ struct ApiServer::Call {
         }
         qInfo().noquote() << line;
         responder->writeStatusLine(Status(status));
-        responder->writeHeader("Content-Type", contentType);
+        if (!contentType.isEmpty())
+            responder->writeHeader("Content-Type", contentType);
         responder->writeHeader("Content-Length", QByteArray::number(body.size()));
         responder->writeHeader("Cache-Control", "no-store");
         for (const auto &[k, v] : extra)
@@ -122,7 +124,8 @@ void answerLater(QObject *context, const std::shared_ptr<ApiServer::Call> &call,
 
 ApiServer::ApiServer(SandboxService *service, QObject *parent)
     : QAbstractHttpServer(parent)
-    , service_(service) {}
+    , service_(service)
+    , mcp_(new McpServer(service, this)) {}
 
 ApiServer::~ApiServer() = default;
 
@@ -225,6 +228,11 @@ bool ApiServer::authenticate(Call &call) const {
 
 void ApiServer::route(const std::shared_ptr<Call> &call) {
     const QStringList parts = call->path.split(QLatin1Char('/'), Qt::SkipEmptyParts);
+    if (parts.size() == 1 && parts.first() == QLatin1String("mcp")) {
+        if (authenticate(*call))
+            mcp(call);
+        return;
+    }
     if (parts.value(0) != QLatin1String("v1")) {
         call->error(404, QStringLiteral("not_found"),
                     QStringLiteral("no such endpoint %1: the API lives under /v1 (see "
@@ -254,6 +262,21 @@ void ApiServer::route(const std::shared_ptr<Call> &call) {
             404, QStringLiteral("not_found"),
             QStringLiteral("no such endpoint %1 (see docs/api.md)").arg(call->path.left(200)));
     }
+}
+
+void ApiServer::mcp(const std::shared_ptr<Call> &call) {
+    McpRequest request{call->accountId, call->methodName.toLatin1(), call->headers, call->body};
+    mcp_->handle(request).then(this, [call](McpReply reply) {
+        QByteArray contentType;
+        QList<std::pair<QByteArray, QByteArray>> extra;
+        for (const auto &[name, value] : reply.headers) {
+            if (name == "Content-Type")
+                contentType = value;
+            else
+                extra.append({name, value});
+        }
+        call->send(reply.status, reply.body, contentType, extra);
+    });
 }
 
 void ApiServer::sandboxes(const std::shared_ptr<Call> &call) {

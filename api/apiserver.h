@@ -19,6 +19,8 @@ class SandboxService;
 
 namespace sandcastle::api {
 
+class McpServer;
+
 class ApiServer : public QAbstractHttpServer {
     Q_OBJECT
 public:
@@ -43,8 +45,10 @@ private:
     void sandboxes(const std::shared_ptr<Call> &call);
     void sandbox(const std::shared_ptr<Call> &call, const QString &id, const QString &action);
     void files(const std::shared_ptr<Call> &call, const QString &id);
+    void mcp(const std::shared_ptr<Call> &call);
 
     SandboxService *service_;
+    McpServer *mcp_;
     quint16 port_ = 0;
 };
 

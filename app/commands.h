@@ -16,6 +16,8 @@ int runServe(const ServeOptions &options);
 /// accounts list|create: administration on the record, service running or not.
 int runAdmin(const QString &command, const QStringList &args, const QString &name,
              const QString &account);
+/// MCP over stdio, bridged to the running service's /mcp.
+int runMcpStdio();
 /// Creates one sandbox, runs `command` in it, destroys it (no record).
 int runDemo(const QString &size, const QString &command);
 

@@ -21,6 +21,8 @@ int main(int argc, char **argv) {
         "  credit show|add AMOUNT     prepaid credit of an account\n"
         "  accounts list|create       accounts (create prints the new account's key)\n"
         "  config list|get|set|unset  settings (`config list` explains each)\n"
+        "  mcp                        MCP over stdio (needs the service running; key in\n"
+        "                             AAS_API_KEY, URL in SANDCASTLE_URL)\n"
         "  demo                       boot one sandbox, run --run, destroy it\n\n"
         "The data dir is /var/lib/sandcastle for root, else ~/.local/share/sandcastle;\n"
         "SANDCASTLE_DATA_DIR overrides it."));
@@ -61,6 +63,8 @@ int main(int argc, char **argv) {
         o.listenAddress = parser.value(listen);
         return runServe(o);
     }
+    if (command == QLatin1String("mcp"))
+        return runMcpStdio();
     if (command == QLatin1String("demo"))
         return runDemo(parser.value(size), parser.value(run));
     if (command == QLatin1String("keys") || command == QLatin1String("credit") ||

@@ -7,4 +7,6 @@ bash "$top/packaging/deps.sh"
 cd "$top"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build -j"$(nproc)"
+# The MCP tests' client: the official SDK from npm, pinned by the lock file.
+npm ci --prefix tests/mcp --no-audit --no-fund --loglevel=error
 ctest --test-dir build --output-on-failure -j2 "$@"

@@ -52,7 +52,8 @@ private:
         p.setProcessEnvironment(env);
         p.start(program, args);
         // Event loop keeps running: the service is another process anyway.
-        QTest::qWaitFor([&] { return p.state() == QProcess::NotRunning; }, 900000);
+        if (!QTest::qWaitFor([&] { return p.state() == QProcess::NotRunning; }, 900000))
+            qWarning() << program << "did not finish in 15 minutes";
         *exitCode = p.exitCode();
         const QByteArray err = p.readAllStandardError();
         if (!err.isEmpty())
@@ -186,8 +187,8 @@ private slots:
         QVERIFY(sawName);
         QVERIFY(!log.body.contains("s3cret-value-123"));
         QByteArray all;
-        for (const QString &name : {"sandcastle.db", "sandcastle.db-wal", "sandcastle.log"}) {
-            QFile f(dir.path() + QLatin1Char('/') + name);
+        for (const char *name : {"sandcastle.db", "sandcastle.db-wal", "sandcastle.log"}) {
+            QFile f(dir.path() + QLatin1Char('/') + QLatin1String(name));
             if (f.open(QIODevice::ReadOnly))
                 all += f.readAll();
         }

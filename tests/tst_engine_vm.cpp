@@ -2,8 +2,8 @@
 // is booted for the suite and shared by the tests that do not test
 // isolation; isolation and destroy use a second one.
 #include "guest/guestchannel.h"
-#include "support/service.h"
 #include "sandbox/engine.h"
+#include "support/service.h"
 
 #include <QCryptographicHash>
 #include <QDir>

@@ -1,0 +1,66 @@
+// MCP end to end with the official SDK (`tests/mcp/client.mjs`, the npm
+// package pinned in tests/mcp/package.json) against the real service and
+// real VMs, over Streamable HTTP and over stdio (`sandcastle mcp`).
+#include "support/service.h"
+
+#include <QJsonArray>
+#include <QTemporaryDir>
+
+using namespace testing;
+
+class TestMcpVm : public QObject {
+    Q_OBJECT
+private:
+    QTemporaryDir dir{QStringLiteral("/tmp/sc-mcp-XXXXXX")};
+    std::unique_ptr<Service> service;
+    QString brokeKey; // an account with no credit
+
+    void runClient(const QString &mode) {
+        QProcess p;
+        p.setWorkingDirectory(QStringLiteral(SOURCE_DIR "/tests/mcp"));
+        p.setProcessChannelMode(QProcess::MergedChannels);
+        QString root = service->base();
+        root.chop(3); // without /v1
+        p.start(QStringLiteral("node"), {QStringLiteral("client.mjs"), mode, root, service->key(),
+                                         sandcastleBinary(), brokeKey});
+        QVERIFY(QTest::qWaitFor([&] { return p.state() == QProcess::NotRunning; }, 600000));
+        const QString out = QString::fromUtf8(p.readAll());
+        qInfo().noquote() << out;
+        QCOMPARE(p.exitCode(), 0);
+        QVERIFY(out.contains(QStringLiteral("all %1 checks passed").arg(mode)));
+    }
+
+private slots:
+    void initTestCase() {
+        QVERIFY2(QFile::exists(QStringLiteral(SOURCE_DIR "/tests/mcp/node_modules/"
+                                                         "@modelcontextprotocol/sdk/package.json")),
+                 "the MCP SDK is not installed: npm ci --prefix tests/mcp (packaging/test.sh "
+                 "does it)");
+        QVERIFY(dir.isValid());
+        QFile::setPermissions(dir.path(), QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner |
+                                              QFile::ExeGroup | QFile::ExeOther);
+        service = std::make_unique<Service>(dir.path());
+        QVERIFY(service->start());
+        brokeKey = keyIn(admin(dir.path(), {QStringLiteral("accounts"), QStringLiteral("create"),
+                                            QStringLiteral("--name"), QStringLiteral("broke")}));
+        QVERIFY(!brokeKey.isEmpty());
+    }
+    void streamableHttp() { runClient(QStringLiteral("http")); }
+    void stdio() { runClient(QStringLiteral("stdio")); }
+    void cleanupTestCase() {
+        // A client that failed half-way leaves its sandbox: destroy it.
+        if (service && service->running()) {
+            Http http(service->base(), service->key());
+            Reply live = http.call("GET", QStringLiteral("/sandboxes?status=running&limit=100"));
+            for (const QJsonValue &v : live.json.value("data").toArray())
+                http.call("DELETE",
+                          QStringLiteral("/sandboxes/") + v.toObject().value("id").toString());
+        }
+        if (service)
+            service->terminate();
+        QTRY_COMPARE_WITH_TIMEOUT(qemuProcessesWith(dir.path()), 0, 60000);
+    }
+};
+
+QTEST_GUILESS_MAIN(TestMcpVm)
+#include "tst_mcp_vm.moc"
