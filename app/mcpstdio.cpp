@@ -15,6 +15,7 @@
 #include <QThread>
 
 #include <cstdio>
+#include <functional>
 #include <iostream>
 #include <string>
 
@@ -79,9 +80,16 @@ public:
     explicit Bridge(Endpoint e)
         : endpoint_(std::move(e)) {}
 
-    void forward(const QByteArray &line) {
+    void forward(const QByteArray &line) { post(line, false, {}); }
+
+    /// Posts one message; `then` (if any) runs after a successful answer
+    /// instead of the answer being written out.
+    void post(const QByteArray &line, bool retried, std::function<void()> then) {
         const QJsonObject message = QJsonDocument::fromJson(line).object();
         const QJsonValue id = message.value(QStringLiteral("id"));
+        if (message.value(QStringLiteral("method")).toString() == QLatin1String("initialize") &&
+            !then)
+            initialize_ = line;
         QNetworkRequest request(QUrl(endpoint_.url + QStringLiteral("/mcp")));
         request.setHeader(QNetworkRequest::ContentTypeHeader, "application/json");
         request.setRawHeader("Accept", "application/json, text/event-stream");
@@ -93,7 +101,7 @@ public:
         request.setTransferTimeout(0); // commands may run for an hour
         ++inFlight_;
         QNetworkReply *reply = nam_.post(request, line);
-        connect(reply, &QNetworkReply::finished, this, [this, reply, id] {
+        connect(reply, &QNetworkReply::finished, this, [this, reply, id, line, retried, then] {
             reply->deleteLater();
             --inFlight_;
             const int status = reply->attribute(QNetworkRequest::HttpStatusCodeAttribute).toInt();
@@ -107,8 +115,21 @@ public:
                                         .toString();
             if (!version.isEmpty())
                 version_ = version.toLatin1();
-            if (status == 202 || id.isUndefined())
+            if (then && (status == 200 || status == 202)) {
+                then();
                 return finishIfDone();
+            }
+            if (status == 404 && !session_.isEmpty() && !initialize_.isEmpty() && !retried) {
+                // The service restarted (sessions live in its memory): open
+                // a new session the way the client opened the first, then
+                // send this message again.
+                session_.clear();
+                reinitialize(line);
+                return finishIfDone();
+            }
+            if (status == 202)
+                return finishIfDone();
+            // Every JSON-RPC answer goes back, also errors with a null id.
             if (answer.contains(QStringLiteral("jsonrpc"))) {
                 writeLine(QJsonDocument(answer).toJson(QJsonDocument::Compact));
                 return finishIfDone();
@@ -136,6 +157,13 @@ public:
             finishIfDone();
         });
     }
+    void reinitialize(const QByteArray &pending) {
+        post(initialize_, true, [this, pending] {
+            post(R"({"jsonrpc":"2.0","method":"notifications/initialized"})", true,
+                 [this, pending] { post(pending, true, {}); });
+        });
+    }
+
     void inputEnded() {
         inputEnded_ = true;
         finishIfDone();
@@ -150,6 +178,7 @@ private:
     Endpoint endpoint_;
     QNetworkAccessManager nam_;
     QByteArray session_;
+    QByteArray initialize_; // the client's own, replayed after a restart
     QByteArray version_;
     int inFlight_ = 0;
     bool inputEnded_ = false;

@@ -4,6 +4,7 @@
 #include "support/service.h"
 
 #include <QJsonArray>
+#include <QJsonDocument>
 #include <QTemporaryDir>
 
 using namespace testing;
@@ -40,6 +41,7 @@ private slots:
         QFile::setPermissions(dir.path(), QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner |
                                               QFile::ExeGroup | QFile::ExeOther);
         service = std::make_unique<Service>(dir.path());
+        service->setPort(freePort()); // the same port after a restart
         QVERIFY(service->start());
         brokeKey = keyIn(admin(dir.path(), {QStringLiteral("accounts"), QStringLiteral("create"),
                                             QStringLiteral("--name"), QStringLiteral("broke")}));
@@ -47,6 +49,49 @@ private slots:
     }
     void streamableHttp() { runClient(QStringLiteral("http")); }
     void stdio() { runClient(QStringLiteral("stdio")); }
+    void stdioSurvivesARestartOfTheService() {
+        QProcess mcp;
+        QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+        env.insert(QStringLiteral("AAS_API_KEY"), service->key());
+        QString root = service->base();
+        root.chop(3);
+        env.insert(QStringLiteral("SANDCASTLE_URL"), root);
+        mcp.setProcessEnvironment(env);
+        mcp.start(sandcastleBinary(), {QStringLiteral("mcp")});
+        QVERIFY(mcp.waitForStarted());
+        auto ask = [&](const QByteArray &line) {
+            mcp.write(line + "\n");
+            if (!line.contains("\"id\""))
+                return QJsonObject();
+            if (!QTest::qWaitFor([&] { return mcp.canReadLine(); }, 30000))
+                return QJsonObject();
+            return QJsonDocument::fromJson(mcp.readLine()).object();
+        };
+        QJsonObject init = ask(R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":)"
+                               R"({"protocolVersion":"2025-06-18","capabilities":{},)"
+                               R"("clientInfo":{"name":"t","version":"1"}}})");
+        QCOMPARE(init.value("result").toObject().value("protocolVersion").toString(),
+                 QStringLiteral("2025-06-18"));
+        ask(R"({"jsonrpc":"2.0","method":"notifications/initialized"})");
+        QVERIFY(ask(R"({"jsonrpc":"2.0","id":2,"method":"tools/list"})")
+                    .value("result")
+                    .toObject()
+                    .contains("tools"));
+        // Sessions live in the service's memory: a restart forgets them.
+        service->terminate();
+        QVERIFY(service->start());
+        QJsonObject after = ask(R"({"jsonrpc":"2.0","id":3,"method":"tools/list"})");
+        QVERIFY2(after.value("result").toObject().contains("tools"),
+                 QJsonDocument(after).toJson().constData());
+        QCOMPARE(after.value("id").toInt(), 3);
+        // A line that is not JSON gets its JSON-RPC error (with a null id).
+        QJsonObject bad = ask(R"(not json, "id")");
+        QCOMPARE(bad.value("error").toObject().value("code").toInt(), -32700);
+        mcp.closeWriteChannel();
+        QVERIFY(mcp.waitForFinished(10000));
+        QCOMPARE(mcp.exitCode(), 0);
+    }
+
     void cleanupTestCase() {
         // A client that failed half-way leaves its sandbox: destroy it.
         if (service && service->running()) {

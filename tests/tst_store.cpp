@@ -25,8 +25,8 @@ private:
         r.memoryMiB = 1024;
         r.diskGiB = 8;
         r.createdAt = createdAt;
-        r.expiresAt = createdAt + 60000;
-        r.timeoutMinutes = 1;
+        r.expiresAt = createdAt + 3600000;
+        r.timeoutMinutes = 60;
         r.rateMicrosPerHour = rate;
         r.chargedUntil = createdAt;
         return r;
@@ -107,6 +107,15 @@ private slots:
         for (const LedgerEntry &e : s->ledger(account.id, 100))
             usage += e.kind == QLatin1String("usage") ? e.amountMicros : 0;
         QCOMPARE(usage, -100'000);
+        // Nothing is billed past the expiry (the app may have been down).
+        auto rich = *s->createAccount(QStringLiteral("r"), 10'000'000);
+        SandboxRecord shortLived =
+            box(rich.id, QStringLiteral("sbx_cccccccccccccccccccc"), t0, 3'600'000);
+        shortLived.expiresAt = t0 + 10'000;
+        QVERIFY(s->insertSandbox(shortLived).has_value());
+        QVERIFY(s->meter(t0 + 3600 * 1000).has_value());
+        QCOMPARE(s->sandbox(shortLived.id)->costMicros, 10'000);
+        QCOMPARE(s->account(rich.id)->balanceMicros, 10'000'000 - 10'000);
         QVERIFY(s->setEnded(QStringLiteral("sbx_aaaaaaaaaaaaaaaaaaaa"), SandboxStatus::Expired,
                             QStringLiteral("t"), t0 + 2000 * 1000)
                     .has_value());

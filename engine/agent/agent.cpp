@@ -1,4 +1,6 @@
 #include "agent.h"
+
+#include "limits.h"
 #include "system.h"
 
 #include <fcntl.h>
@@ -93,6 +95,7 @@ struct Agent::Exec {
     bool timedOut = false;
     bool exited = false;
     int status = 0;
+    std::string cgroup; // empty: no limits in this guest
 };
 
 struct Agent::Upload {
@@ -272,8 +275,10 @@ void Agent::handleFrame(const proto::Frame &f) {
         startExec(f);
         break;
     case Type::Cancel:
-        if (auto it = execs_.find(f.id); it != execs_.end() && !it->second->exited)
+        if (auto it = execs_.find(f.id); it != execs_.end() && !it->second->exited) {
             kill(-it->second->pid, SIGKILL);
+            limits::killAll(it->second->cgroup);
+        }
         break;
     case Type::WriteOpen:
         openUpload(f);
@@ -359,6 +364,7 @@ void Agent::startExec(const proto::Frame &f) {
         envp.push_back(s.data());
     envp.push_back(nullptr);
 
+    const std::string cgroup = limits::createFor(++execSerial_);
     pid_t pid = fork();
     if (pid == 0) {
         // The child: a new session (its own process group, killed as one),
@@ -379,6 +385,9 @@ void Agent::startExec(const proto::Frame &f) {
             (void)ignored;
             _exit(127);
         };
+        // Into the command's cgroup while still root (the files are root's).
+        if (!limits::enter(cgroup))
+            fail(stage = 4);
         if (setgroups(0, nullptr) != 0 || setgid(kSandboxGid) != 0 || setuid(kSandboxUid) != 0)
             fail(stage = 1);
         if (chdir(cwd.c_str()) != 0)
@@ -410,6 +419,8 @@ void Agent::startExec(const proto::Frame &f) {
         close(err[0]);
         std::string text = msg[0] == 1   ? "dropping privileges"
                            : msg[0] == 2 ? "cwd " + cwd
+                           : msg[0] == 4 ? "too many processes in the sandbox (limit 4096): "
+                                           "end some, or wait for a runaway command's timeout"
                                          : "starting /bin/sh";
         sendError(f.id,
                   msg[1] == ENOENT || msg[1] == ENOTDIR ? ErrorCode::NotFound
@@ -426,6 +437,7 @@ void Agent::startExec(const proto::Frame &f) {
     e->cap = cap;
     e->startMs = nowMs();
     e->deadlineMs = timeoutMs > 0 ? e->startMs + timeoutMs : 0;
+    e->cgroup = cgroup;
     execs_[f.id] = std::move(e);
 }
 
@@ -502,6 +514,7 @@ void Agent::checkDeadlines() {
         if (!e->exited && !e->timedOut && e->deadlineMs > 0 && now >= e->deadlineMs) {
             e->timedOut = true;
             kill(-e->pid, SIGKILL);
+            limits::killAll(e->cgroup); // also what left the process group
         }
     }
 }

@@ -48,6 +48,7 @@ private:
     bool outputRoom() const;
 
     int port_;
+    uint64_t execSerial_ = 0; // names the commands' cgroups
     int sigFd_ = -1;
     bool hostConnected_ = true;
     long long nextPortCheckMs_ = 0;

@@ -1,5 +1,7 @@
 #include "system.h"
 
+#include "limits.h"
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <net/if.h>
@@ -53,6 +55,7 @@ void initSystem() {
     setenv("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", 1);
 
     loopbackUp();
+    limits::setup();
     runBootScript("early", true);
 }
 

@@ -136,7 +136,10 @@ QFuture<Result<SandboxView>> SandboxService::create(const QString &accountId,
                         v->replayed = true;
                     return v;
                 });
-            if (auto box = store_->sandbox(seen->first))
+            // A create that failed before its VM ever ran does not hold the
+            // key: retrying after a 503 is what the key is for.
+            auto box = store_->sandbox(seen->first);
+            if (box && !(box->status == SandboxStatus::Error && box->bootMs == 0))
                 return readyFuture<Result<SandboxView>>(SandboxView{*box, true});
         }
     }
@@ -243,6 +246,9 @@ QFuture<Result<ExecResult>> SandboxService::exec(const QString &accountId, const
         if (value.size() >= 4)
             secrets.append({value.toUtf8(), "[env:" + name.toUtf8() + "]"});
     }
+    // Longest first: a value inside another must not break the longer one.
+    std::sort(secrets.begin(), secrets.end(),
+              [](const auto &a, const auto &b) { return a.first.size() > b.first.size(); });
     auto begun = store_->beginExec(rec);
     if (!begun)
         return failedWith<ExecResult>(begun.error());
@@ -346,20 +352,22 @@ QFuture<Result<SandboxRecord>> SandboxService::destroy(const QString &accountId,
 }
 
 QFuture<Result<void>> SandboxService::stop(const QString &id, SandboxStatus ending,
-                                           const QString &reason) {
+                                           const QString &reason, bool billToEnd) {
     if (stopping_.contains(id))
         return stopping_.value(id)->wait();
+    if (auto box = store_->sandbox(id); !box || !isLive(box->status))
+        return readyFuture<Result<void>>({}); // ended meanwhile (a late attach failure)
     if (auto ok = store_->setStopping(id, ending, reason); !ok)
         return failedWith<void>(ok.error());
     emit sandboxChanged(id);
     auto waiters = std::make_shared<FanOut<Result<void>>>();
     stopping_.insert(id, waiters);
     QFuture<Result<void>> mine = waiters->wait();
-    engine_->destroy(id).then(this, [this, id, ending, reason, waiters](Result<void> r) {
+    engine_->destroy(id).then(this, [this, id, ending, reason, waiters, billToEnd](Result<void> r) {
         if (r) {
             store_->interruptExecs(
                 id, QStringLiteral("the sandbox was %1 while it ran").arg(statusName(ending)));
-            if (auto ok = store_->setEnded(id, ending, reason, nowMs()); !ok)
+            if (auto ok = store_->setEnded(id, ending, reason, nowMs(), billToEnd); !ok)
                 r = std::unexpected(ok.error());
         } else {
             // Left as stopping: the reconciler retries.
@@ -455,7 +463,8 @@ QFuture<Result<void>> SandboxService::reconcileWith(const QList<DomainStatus> &d
                                  ? QStringLiteral("the VM stopped unexpectedly (%1)")
                                        .arg(domainStateName(running.value(box.id)))
                                  : QStringLiteral("the VM was gone (killed from outside, or the "
-                                                  "host restarted)"));
+                                                  "host restarted)"),
+                             false); // when it died is unknown: bill what was seen running
             } else if (!engine_->sandbox(box.id)) {
                 // Still running from before a restart: take it over.
                 const QString id = box.id;

@@ -82,7 +82,10 @@ private:
     Result<SandboxRecord> runningBox(const QString &accountId, const QString &id) const;
     /// Records that the sandbox is stopping (ending as `ending`), destroys
     /// its VM, then records the end. Idempotent while one is in flight.
-    QFuture<Result<void>> stop(const QString &id, SandboxStatus ending, const QString &reason);
+    /// `billToEnd`: bill up to now; otherwise only up to the last metering
+    /// (a VM found dead after an unknown time).
+    QFuture<Result<void>> stop(const QString &id, SandboxStatus ending, const QString &reason,
+                               bool billToEnd = true);
     void onLost(const QString &id, const QString &reason);
     /// Compares the domains libvirt lists with the record; `atStart`
     /// additionally takes over running VMs and sweeps stray folders.

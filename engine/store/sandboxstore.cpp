@@ -1,5 +1,6 @@
 // The record of sandboxes, their execs and their lifecycle events.
 #include "store.h"
+#include "transaction.h"
 
 #include <QSqlDatabase>
 #include <QSqlError>
@@ -108,8 +109,9 @@ template <typename T> Result<void> done(const Result<T> &r) {
 
 Result<void> Store::insertSandbox(const SandboxRecord &r, const QString &idempotencyKey,
                                   const QString &requestHash) {
-    QSqlDatabase d = db();
-    d.transaction();
+    Transaction t(*this);
+    if (auto ok = t.begun(); !ok)
+        return ok;
     auto q = run(QStringLiteral("INSERT INTO sandboxes(%1) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?,"
                                 " ?, ?, ?, ?, ?, ?, ?, ?)")
                      .arg(kSandboxColumns),
@@ -129,13 +131,9 @@ Result<void> Store::insertSandbox(const SandboxRecord &r, const QString &idempot
         q = run(QStringLiteral("INSERT INTO events(sandbox_id, at, kind, detail)"
                                " VALUES(?, ?, 'created', ?)"),
                 {r.id, r.createdAt, r.size});
-    if (!q) {
-        d.rollback();
+    if (!q)
         return std::unexpected(q.error());
-    }
-    if (!d.commit())
-        return fail(Kind::Internal, QStringLiteral("database: %1").arg(d.lastError().text()));
-    return {};
+    return t.commit();
 }
 
 std::optional<SandboxRecord> Store::sandbox(const QString &id) const {
@@ -204,7 +202,8 @@ Result<void> Store::setRunning(const QString &id, qint64 bootMs) {
 
 Result<void> Store::setStopping(const QString &id, SandboxStatus ending, const QString &reason) {
     auto q = run(QStringLiteral("UPDATE sandboxes SET status = 'stopping', ending_status = ?,"
-                                " status_reason = ? WHERE id = ?"),
+                                " status_reason = ? WHERE id = ? AND status IN"
+                                " ('creating', 'running', 'stopping')"),
                  {statusName(ending), reason, id});
     if (q)
         addEvent(id, QStringLiteral("stopping"), reason);
@@ -212,11 +211,13 @@ Result<void> Store::setStopping(const QString &id, SandboxStatus ending, const Q
 }
 
 Result<void> Store::setEnded(const QString &id, SandboxStatus status, const QString &reason,
-                             qint64 endedAt) {
-    // Bill the last seconds first (only this sandbox's, as a side effect
-    // the others are billed too: meter() is cheap and exact).
-    if (auto m = meter(endedAt); !m)
-        return std::unexpected(m.error());
+                             qint64 endedAt, bool bill) {
+    // Bill the last seconds first (the others are billed too as a side
+    // effect: meter() is cheap and exact).
+    if (bill) {
+        if (auto m = meter(endedAt); !m)
+            return std::unexpected(m.error());
+    }
     auto q = run(QStringLiteral("UPDATE sandboxes SET status = ?, status_reason = ?,"
                                 " ended_at = ? WHERE id = ?"),
                  {statusName(status), reason, endedAt, id});

@@ -3,6 +3,7 @@
 #include "store.h"
 
 #include "migrations.h"
+#include "transaction.h"
 
 #include <QCryptographicHash>
 #include <QDateTime>
@@ -85,6 +86,14 @@ Result<QSqlQuery> Store::run(const QString &sql, const QVariantList &binds) cons
 
 Result<std::unique_ptr<Store>> Store::open(const QString &path) {
     const QString connection = QStringLiteral("store-") + QUuid::createUuid().toString();
+    // SQLite gives the -wal and -shm files the database file's mode: make
+    // it private before SQLite creates any of them.
+    if (!QFile::exists(path)) {
+        QFile f(path);
+        if (f.open(QIODevice::WriteOnly))
+            f.close();
+        QFile::setPermissions(path, QFile::ReadOwner | QFile::WriteOwner);
+    }
     std::unique_ptr<Store> store(new Store(path, connection));
     {
         QSqlDatabase d = QSqlDatabase::addDatabase(QStringLiteral("QSQLITE"), connection);
@@ -105,7 +114,8 @@ Result<std::unique_ptr<Store>> Store::open(const QString &path) {
     }
     if (auto r = store->migrate(); !r)
         return std::unexpected(r.error());
-    QFile::setPermissions(path, QFile::ReadOwner | QFile::WriteOwner);
+    for (const QString &file : {path, path + QStringLiteral("-wal"), path + QStringLiteral("-shm")})
+        QFile::setPermissions(file, QFile::ReadOwner | QFile::WriteOwner);
     return store;
 }
 
@@ -128,25 +138,26 @@ Result<void> Store::migrate() {
                         .arg(path_)
                         .arg(current)
                         .arg(latestVersion()));
+    if (current < 0)
+        return fail(Kind::Unavailable,
+                    QStringLiteral("cannot read the schema version of %1").arg(path_));
     for (int v = current; v < latestVersion(); ++v) {
-        QSqlDatabase d = db();
-        d.transaction();
+        Transaction t(*this);
+        if (auto ok = t.begun(); !ok)
+            return ok;
+        // Another process may have migrated while this one waited.
+        if (version() > v)
+            continue;
         for (const QString &sql : migrations().at(v)) {
-            if (auto r = run(sql); !r) {
-                d.rollback();
+            if (auto r = run(sql); !r)
                 return fail(Kind::Internal, QStringLiteral("migration to version %1 failed: %2")
                                                 .arg(v + 1)
                                                 .arg(r.error().message));
-            }
         }
-        if (auto r = run(QStringLiteral("PRAGMA user_version=%1").arg(v + 1)); !r) {
-            d.rollback();
+        if (auto r = run(QStringLiteral("PRAGMA user_version=%1").arg(v + 1)); !r)
             return std::unexpected(r.error());
-        }
-        if (!d.commit())
-            return fail(Kind::Internal, QStringLiteral("migration to version %1 failed: %2")
-                                            .arg(v + 1)
-                                            .arg(d.lastError().text()));
+        if (auto ok = t.commit(); !ok)
+            return ok;
     }
     return {};
 }
@@ -220,20 +231,21 @@ QList<AccountRecord> Store::accounts() const {
 Result<qint64> Store::addCredit(const QString &accountId, qint64 micros, const QString &note) {
     if (!account(accountId))
         return fail(Kind::NotFound, QStringLiteral("no account %1").arg(accountId));
-    QSqlDatabase d = db();
-    d.transaction();
+    Transaction t(*this);
+    if (auto ok = t.begun(); !ok)
+        return std::unexpected(ok.error());
     auto up = run(QStringLiteral("UPDATE accounts SET balance_micros = balance_micros + ?"
                                  " WHERE id = ?"),
                   {micros, accountId});
+    if (!up)
+        return std::unexpected(up.error());
     auto row = run(QStringLiteral("INSERT INTO ledger(account_id, kind, amount_micros, note,"
                                   " created_at) VALUES(?, 'grant', ?, ?, ?)"),
                    {accountId, micros, note, nowMs()});
-    if (!up || !row) {
-        d.rollback();
-        return std::unexpected(!up ? up.error() : row.error());
-    }
-    if (!d.commit())
-        return fail(Kind::Internal, QStringLiteral("credit: %1").arg(d.lastError().text()));
+    if (!row)
+        return std::unexpected(row.error());
+    if (auto ok = t.commit(); !ok)
+        return std::unexpected(ok.error());
     return account(accountId)->balanceMicros;
 }
 
@@ -251,14 +263,14 @@ QList<LedgerEntry> Store::ledger(const QString &accountId, int limit) const {
 }
 
 Result<QList<ChargeOutcome>> Store::meter(qint64 now) {
-    QSqlDatabase d = db();
-    d.transaction();
+    Transaction t(*this);
+    if (auto ok = t.begun(); !ok)
+        return std::unexpected(ok.error());
     QHash<QString, qint64> balances;
     auto live = run(QStringLiteral("SELECT id, account_id, created_at, rate_micros_per_hour,"
-                                   " cost_micros, charged_until FROM sandboxes"
+                                   " cost_micros, charged_until, expires_at FROM sandboxes"
                                    " WHERE status IN ('creating', 'running', 'stopping')"));
     if (!live) {
-        d.rollback();
         return std::unexpected(live.error());
     }
     while (live->next()) {
@@ -267,20 +279,22 @@ Result<QList<ChargeOutcome>> Store::meter(qint64 now) {
         const qint64 createdAt = live->value(2).toLongLong();
         const qint64 rate = live->value(3).toLongLong();
         const qint64 cost = live->value(4).toLongLong();
-        if (now <= live->value(5).toLongLong())
+        // Time past the expiry is never billed (e.g. when the app was down).
+        const qint64 upTo = std::min(now, live->value(6).toLongLong());
+        if (upTo <= live->value(5).toLongLong())
             continue;
         if (!balances.contains(accountId))
             balances.insert(accountId, account(accountId)->balanceMicros);
         // The cost is computed from the start each time, so rounding never
         // accumulates; what the balance cannot cover is not billed.
-        const qint64 due = std::max<qint64>(0, rate * (now - createdAt) / kMsPerHour - cost);
+        const qint64 due = std::max<qint64>(0, rate * (upTo - createdAt) / kMsPerHour - cost);
         const qint64 charge = std::min(due, std::max<qint64>(0, balances[accountId]));
         balances[accountId] -= charge;
-        const qint64 bucket = now / 60000;
+        const qint64 bucket = upTo / 60000;
         Result<QSqlQuery> ok =
             run(QStringLiteral("UPDATE sandboxes SET cost_micros = cost_micros + ?,"
                                " charged_until = ? WHERE id = ?"),
-                {charge, now, id});
+                {charge, upTo, id});
         if (ok && charge > 0) {
             ok = run(QStringLiteral("UPDATE ledger SET amount_micros = amount_micros - ?"
                                     " WHERE sandbox_id = ? AND bucket = ? AND kind = 'usage'"),
@@ -289,21 +303,17 @@ Result<QList<ChargeOutcome>> Store::meter(qint64 now) {
                 ok = run(QStringLiteral("INSERT INTO ledger(account_id, kind, sandbox_id, bucket,"
                                         " amount_micros, created_at)"
                                         " VALUES(?, 'usage', ?, ?, ?, ?)"),
-                         {accountId, id, bucket, -charge, now});
+                         {accountId, id, bucket, -charge, upTo});
             if (ok)
                 ok = run(QStringLiteral("UPDATE accounts SET balance_micros = balance_micros - ?"
                                         " WHERE id = ?"),
                          {charge, accountId});
         }
-        if (!ok) {
-            d.rollback();
+        if (!ok)
             return std::unexpected(ok.error());
-        }
     }
-    if (!d.commit()) {
-        d.rollback();
-        return fail(Kind::Internal, QStringLiteral("metering: %1").arg(d.lastError().text()));
-    }
+    if (auto ok = t.commit(); !ok)
+        return std::unexpected(ok.error());
     QList<ChargeOutcome> out;
     for (auto it = balances.begin(); it != balances.end(); ++it)
         out.append({it.key(), it.value()});

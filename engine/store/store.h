@@ -18,6 +18,8 @@ class QSqlQuery;
 
 namespace sandcastle {
 
+class Transaction;
+
 class Store {
 public:
     /// Opens (creating if needed) and migrates the database at `path`.
@@ -44,8 +46,9 @@ public:
     /// Adds (or with a negative amount, removes) credit; a ledger entry each.
     Result<qint64> addCredit(const QString &accountId, qint64 micros, const QString &note);
     QList<LedgerEntry> ledger(const QString &accountId, int limit) const;
-    /// Bills every live sandbox up to `now` at its rate, never past an
-    /// account's balance, in one transaction. Returns each touched account.
+    /// Bills every live sandbox up to `now` (at most to its expiry) at its
+    /// rate, never past an account's balance, in one transaction. Returns
+    /// each touched account.
     Result<QList<ChargeOutcome>> meter(qint64 now);
 
     // API keys: only a SHA-256 of each secret is stored.
@@ -72,9 +75,9 @@ public:
     Result<void> setRunning(const QString &id, qint64 bootMs);
     /// Marks the sandbox stopping (it will end as `ending`) with a reason.
     Result<void> setStopping(const QString &id, SandboxStatus ending, const QString &reason);
-    /// Final status; bills up to `endedAt` first.
+    /// Final status; bills up to `endedAt` first when `bill` is set.
     Result<void> setEnded(const QString &id, SandboxStatus status, const QString &reason,
-                          qint64 endedAt);
+                          qint64 endedAt, bool bill = true);
     Result<void> setExpiresAt(const QString &id, qint64 expiresAt, int timeoutMinutes);
     /// The sandbox created with this idempotency key (and the hash of the
     /// request that created it) within the last 24 hours.
@@ -94,6 +97,7 @@ public:
     QList<std::pair<qint64, QString>> events(const QString &sandboxId) const;
 
 private:
+    friend class Transaction;
     explicit Store(QString path, QString connection);
     Result<void> migrate();
     Result<QSqlQuery> run(const QString &sql, const QVariantList &binds = {}) const;

@@ -11,6 +11,7 @@
 #include <QNetworkReply>
 #include <QProcess>
 #include <QRegularExpression>
+#include <QTcpServer>
 #include <QTcpSocket>
 #include <QTest>
 
@@ -59,8 +60,8 @@ public:
         process_->setProcessChannelMode(QProcess::SeparateChannels);
         process_->setStandardErrorFile(dataDir_ + QStringLiteral("/serve.stderr"),
                                        QIODevice::Append);
-        process_->start(sandcastleBinary(),
-                        {QStringLiteral("serve"), QStringLiteral("--port"), QStringLiteral("0")});
+        process_->start(sandcastleBinary(), {QStringLiteral("serve"), QStringLiteral("--port"),
+                                             QString::number(port_)});
         static const QRegularExpression url(QStringLiteral("(http://127\\.0\\.0\\.1:\\d+/v1)"));
         QString seen;
         const bool ok = QTest::qWaitFor(
@@ -89,6 +90,8 @@ public:
         }
     }
     bool running() const { return process_ && process_->state() == QProcess::Running; }
+    /// The port of the next start (0: any free one).
+    void setPort(int port) { port_ = port; }
     QString base() const { return base_; }
     QString key() const { return key_; }
     QString dataDir() const { return dataDir_; }
@@ -103,7 +106,15 @@ private:
     std::unique_ptr<QProcess> process_;
     QString base_;
     QString key_;
+    int port_ = 0;
 };
+
+/// A TCP port that is free right now.
+inline int freePort() {
+    QTcpServer probe;
+    probe.listen(QHostAddress::LocalHost, 0);
+    return probe.serverPort();
+}
 
 struct Reply {
     int status = 0;

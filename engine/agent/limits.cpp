@@ -1,0 +1,111 @@
+#include "limits.h"
+
+#include "system.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+namespace sandcastle::agent::limits {
+
+namespace {
+
+const char kParent[] = "/sys/fs/cgroup/sandbox";
+bool enabled = false;
+
+bool writeFile(const std::string &path, const std::string &value) {
+    int fd = open(path.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    bool ok = write(fd, value.data(), value.size()) == ssize_t(value.size());
+    close(fd);
+    return ok;
+}
+
+long long memTotalBytes() {
+    FILE *f = fopen("/proc/meminfo", "re");
+    if (!f)
+        return 0;
+    long long kib = 0;
+    char line[256];
+    while (fgets(line, sizeof line, f)) {
+        if (sscanf(line, "MemTotal: %lld kB", &kib) == 1)
+            break;
+    }
+    fclose(f);
+    return kib * 1024;
+}
+
+} // namespace
+
+bool setup() {
+    // The agent is the one process the OOM killer must never pick.
+    writeFile("/proc/self/oom_score_adj", "-1000");
+    for (const char *controller : {"+memory", "+pids", "+cpu"}) {
+        if (!writeFile("/sys/fs/cgroup/cgroup.subtree_control", controller))
+            logLine(std::string("cgroup controller ") + controller + ": " + strerror(errno));
+    }
+    if (mkdir(kParent, 0755) != 0 && errno != EEXIST) {
+        logLine(std::string("no command limits: ") + kParent + ": " + strerror(errno));
+        return false;
+    }
+    const std::string parent = kParent;
+    // Leave the kernel, the agent and the page cache room to breathe.
+    const long long total = memTotalBytes();
+    const long long reserve = std::max(160LL << 20, total / 8);
+    bool ok = total > reserve &&
+              writeFile(parent + "/memory.max", std::to_string(total - reserve)) &&
+              writeFile(parent + "/pids.max", "4096") &&
+              writeFile(parent + "/cgroup.subtree_control", "+memory") &&
+              writeFile(parent + "/cgroup.subtree_control", "+pids");
+    writeFile(parent + "/memory.swap.max", "0");
+    writeFile(parent + "/cpu.weight", "50"); // the agent answers first
+    if (!ok) {
+        logLine(std::string("no command limits: cannot configure ") + kParent + ": " +
+                strerror(errno));
+        return false;
+    }
+    enabled = true;
+    return true;
+}
+
+std::string createFor(uint64_t serial) {
+    if (!enabled)
+        return {};
+    sweep();
+    const std::string path = std::string(kParent) + "/cmd-" + std::to_string(serial);
+    if (mkdir(path.c_str(), 0755) != 0 && errno != EEXIST) {
+        logLine("cgroup " + path + ": " + strerror(errno));
+        return {};
+    }
+    writeFile(path + "/pids.max", "1024");
+    writeFile(path + "/memory.oom.group", "1");
+    return path;
+}
+
+bool enter(const std::string &cgroup) {
+    return cgroup.empty() || writeFile(cgroup + "/cgroup.procs", "0");
+}
+
+void killAll(const std::string &cgroup) {
+    if (!cgroup.empty())
+        writeFile(cgroup + "/cgroup.kill", "1");
+}
+
+void sweep() {
+    DIR *dir = opendir(kParent);
+    if (!dir)
+        return;
+    while (dirent *e = readdir(dir)) {
+        if (strncmp(e->d_name, "cmd-", 4) == 0)
+            rmdir((std::string(kParent) + "/" + e->d_name).c_str()); // EBUSY while populated
+    }
+    closedir(dir);
+}
+
+} // namespace sandcastle::agent::limits

@@ -1,0 +1,161 @@
+// A hostile guest, through the real API and real VMs: from inside one
+// sandbox, attacks on the guest itself are tried; each must fail or be
+// contained, the attacked sandbox must stay usable, and a second, busy
+// sandbox must keep working. (Network attacks join this suite with the
+// egress policy.)
+#include "support/service.h"
+
+#include <QFileInfo>
+#include <QJsonArray>
+#include <QTemporaryDir>
+
+using namespace testing;
+
+class TestHostileVm : public QObject {
+    Q_OBJECT
+private:
+    QTemporaryDir dir{QStringLiteral("/tmp/sc-hostile-XXXXXX")};
+    std::unique_ptr<Service> service;
+    std::unique_ptr<Http> http;
+    QString victim; // the sandbox the attacks run in
+    QString busy;   // a neighbour with work of its own
+
+    Reply exec(const QString &id, const QString &command, int timeoutMs = 60000) {
+        return http->call("POST", QStringLiteral("/sandboxes/%1/exec").arg(id),
+                          QJsonObject{{"command", command}, {"timeout_ms", timeoutMs}});
+    }
+    QString out(const Reply &r) { return r.json.value("stdout").toString(); }
+    int code(const Reply &r) { return r.json.value("exit_code").toInt(-1); }
+
+    /// The attacked sandbox still runs commands, and so does its neighbour,
+    /// whose background counter kept counting.
+    void bothStillWork() {
+        QCOMPARE(out(exec(victim, QStringLiteral("echo alive"))), QStringLiteral("alive\n"));
+        const int before = out(exec(busy, QStringLiteral("wc -l < /workspace/ticks"))).toInt();
+        QVERIFY(QTest::qWaitFor(
+            [&] {
+                return out(exec(busy, QStringLiteral("wc -l < /workspace/ticks"))).toInt() > before;
+            },
+            30000));
+    }
+
+private slots:
+    void initTestCase() {
+        QVERIFY(dir.isValid());
+        QFile::setPermissions(dir.path(), QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner |
+                                              QFile::ExeGroup | QFile::ExeOther);
+        service = std::make_unique<Service>(dir.path());
+        QVERIFY(service->start());
+        http = std::make_unique<Http>(service->base(), service->key());
+        for (QString *id : {&victim, &busy}) {
+            Reply r = http->call("POST", QStringLiteral("/sandboxes"), QByteArray("{}"));
+            QCOMPARE(r.status, 201);
+            *id = r.json.value("id").toString();
+        }
+        QCOMPARE(code(exec(busy, QStringLiteral("nohup sh -c 'while :; do date +%s >> "
+                                                "/workspace/ticks; sleep 0.5; done' "
+                                                ">/dev/null 2>&1 &"))),
+                 0);
+    }
+
+    void forkBombIsContained() {
+        // While the bomb runs (until its timeout), the same sandbox still
+        // starts other commands: the bomb fills only its own process quota.
+        QNetworkReply *bomb =
+            http->send("POST", QStringLiteral("/sandboxes/%1/exec").arg(victim),
+                       QByteArray(R"({"command":"b(){ b|b& }; b","timeout_ms":20000})"));
+        QTest::qWait(5000); // let it grow to its limit
+        Reply during = exec(victim, QStringLiteral("echo during"));
+        QCOMPARE(out(during), QStringLiteral("during\n"));
+        Reply r = Http::wait(bomb);
+        QCOMPARE(r.status, 200);
+        QCOMPARE(code(r), 124);
+        // Every process of the bomb is gone, also those outside its group.
+        QVERIFY(QTest::qWaitFor(
+            [&] {
+                return out(exec(victim, QStringLiteral("ps -e --no-headers | wc -l"))).toInt() < 30;
+            },
+            30000));
+        bothStillWork();
+    }
+
+    void memoryHogIsKilledNotTheAgent() {
+        // tail keeps a line with no newline in memory: 3 GiB of it.
+        Reply r = exec(victim, QStringLiteral("head -c 3G /dev/zero | tail"), 300000);
+        QCOMPARE(r.status, 200);
+        QCOMPARE(code(r), 137); // SIGKILL from the OOM killer
+        bothStillWork();
+        QVERIFY(out(exec(victim, QStringLiteral("grep oom_kill /sys/fs/cgroup/sandbox/"
+                                                "memory.events")))
+                    .contains(QLatin1String("oom_kill 1")));
+    }
+
+    void killEverythingAsSandbox() {
+        Reply r = exec(victim, QStringLiteral("kill -9 -1; sleep 5; echo survived"));
+        QCOMPARE(code(r), 137);
+        bothStillWork();
+    }
+
+    void agentPortIsOutOfReach() {
+        Reply r = exec(victim, QStringLiteral("ls /dev/vport* && for p in /dev/vport*; do "
+                                              "head -c1 $p; echo x > $p; done"));
+        QVERIFY(code(r) != 0);
+        QVERIFY(r.json.value("stderr").toString().contains(QLatin1String("Permission denied")));
+        // Nor can it leave its cgroup (and with it, its limits).
+        r = exec(victim, QStringLiteral("echo $$ > /sys/fs/cgroup/cgroup.procs || echo refused"));
+        QVERIFY(out(r).contains(QLatin1String("refused")));
+        bothStillWork();
+    }
+
+    void noWayToRoot() {
+        Reply r = exec(victim, QStringLiteral("sudo -n true; echo sudo=$?; su -c true root "
+                                              "</dev/null; echo su=$?; find / -xdev -perm "
+                                              "/6000 -type f 2>/dev/null | wc -l"));
+        const QString o = out(r);
+        QVERIFY2(!o.contains(QLatin1String("sudo=0")), qPrintable(o));
+        QVERIFY2(!o.contains(QLatin1String("su=0")), qPrintable(o));
+        QVERIFY2(o.endsWith(QLatin1String("\n0\n")), qPrintable(o)); // no setuid/setgid files
+        QCOMPARE(out(exec(victim, QStringLiteral("id -u"))), QStringLiteral("1000\n"));
+    }
+
+    void hugeOutputIsCapped() {
+        Reply r = exec(victim, QStringLiteral("head -c 100M /dev/zero | tr '\\0' x"), 300000);
+        QCOMPARE(r.json.value("stdout").toString().size(), 1 << 20);
+        QCOMPARE(r.json.value("truncated").toBool(), true);
+        QCOMPARE(r.json.value("stdout_bytes").toDouble(), double(100 << 20));
+        bothStillWork();
+    }
+
+    void fullDiskStaysInTheSandbox() {
+        const QString overlay = dir.path() + QStringLiteral("/sandboxes/%1/disk.qcow2").arg(victim);
+        const qint64 before = QFileInfo(overlay).size();
+        // Claim every free block at once (no data written, so it is fast).
+        Reply r = exec(victim, QStringLiteral("fallocate -l $(df --output=avail -B1 /workspace "
+                                              "| tail -1) /workspace/fill; echo x > "
+                                              "/workspace/more || echo full"));
+        QVERIFY2(out(r).contains(QLatin1String("full")), r.body.constData());
+        Reply put =
+            http->call("PUT", QStringLiteral("/sandboxes/%1/files?path=/workspace/f").arg(victim),
+                       QByteArray(1 << 20, 'x'));
+        QCOMPARE(put.status, 507);
+        QCOMPARE(put.errorType(), QStringLiteral("insufficient_storage"));
+        // The host's copy grew by metadata only, far below the guest's disk.
+        QVERIFY(QFileInfo(overlay).size() - before < (512 << 20));
+        QCOMPARE(code(exec(victim, QStringLiteral("rm /workspace/fill && echo x > /workspace/ok"))),
+                 0);
+        bothStillWork();
+    }
+
+    void cleanupTestCase() {
+        if (http) {
+            for (const QString &id : {victim, busy})
+                http->call("DELETE", QStringLiteral("/sandboxes/") + id);
+        }
+        if (service)
+            service->terminate();
+        QTRY_COMPARE_WITH_TIMEOUT(qemuProcessesWith(dir.path()), 0, 60000);
+    }
+};
+
+QTEST_GUILESS_MAIN(TestHostileVm)
+#include "tst_hostile_vm.moc"
