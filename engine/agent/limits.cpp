@@ -63,6 +63,9 @@ bool setup() {
               writeFile(parent + "/pids.max", "4096") &&
               writeFile(parent + "/cgroup.subtree_control", "+memory") &&
               writeFile(parent + "/cgroup.subtree_control", "+pids");
+    // Commands share the CPU as equals, however many processes each has:
+    // a fork bomb does not starve the command run next to it.
+    writeFile(parent + "/cgroup.subtree_control", "+cpu");
     writeFile(parent + "/memory.swap.max", "0");
     writeFile(parent + "/cpu.weight", "50"); // the agent answers first
     if (!ok) {
@@ -89,6 +92,9 @@ std::string createFor(uint64_t serial) {
 }
 
 bool enter(const std::string &cgroup) {
+    // The agent's own OOM immunity is inherited by fork: give it back, or
+    // the OOM killer finds nobody to kill and the command livelocks.
+    writeFile("/proc/self/oom_score_adj", "0");
     return cgroup.empty() || writeFile(cgroup + "/cgroup.procs", "0");
 }
 

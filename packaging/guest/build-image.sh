@@ -51,7 +51,9 @@ chmod 0755 "$cache"
 exec 9>"$cache/.lock"
 flock 9 # one build at a time per cache; a second caller waits, then finds it cached
 
-rootfs_hash=$(printf 'rootfs-v1 %s\n' "$suite" | cat - "$here/rootfs-packages.txt" "$here/rootfs-setup.sh" | sha256sum | cut -c1-16)
+# Bump the version when this script's own steps for the layer change
+# (v2: no root-reserved blocks).
+rootfs_hash=$(printf 'rootfs-v2 %s\n' "$suite" | cat - "$here/rootfs-packages.txt" "$here/rootfs-setup.sh" | sha256sum | cut -c1-16)
 rootfs_dir="$cache/rootfs-$rootfs_hash"
 
 tmp=""
@@ -99,7 +101,9 @@ build_rootfs() {
   rm -f "$tmp"/root/boot/vmlinuz-* "$tmp"/root/boot/System.map-*
 
   step "3/4 making the ext4 filesystem"
-  mke2fs -q -t ext4 -L sandcastle-root -d "$tmp/root" "$tmp/root.img" 3G ||
+  # -m 0: no blocks reserved for root. The agent writes files for `sandbox`
+  # with root's CAP_SYS_RESOURCE, and a full disk must be full for both.
+  mke2fs -q -t ext4 -m 0 -L sandcastle-root -d "$tmp/root" "$tmp/root.img" 3G ||
     die "mke2fs failed (disk full?)"
   rm -rf "$tmp/root"
 
