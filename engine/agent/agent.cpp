@@ -505,6 +505,7 @@ void Agent::finishExec(uint32_t id) {
         .u64(e.total[0])
         .u64(e.total[1]);
     send(Type::Exited, id, w.data());
+    limits::release(e.cgroup); // after the reply: off the command's path
     execs_.erase(id);
 }
 

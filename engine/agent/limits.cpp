@@ -7,9 +7,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <vector>
 
 namespace sandcastle::agent::limits {
 
@@ -17,6 +19,25 @@ namespace {
 
 const char kParent[] = "/sys/fs/cgroup/sandbox";
 bool enabled = false;
+// Empty command cgroups kept for the next commands: creating and removing
+// a cgroup per command doubled the cost of a short exec under emulation.
+std::vector<std::string> spare;
+constexpr size_t kMaxSpare = 16;
+uint64_t createdSinceSweep = 0;
+
+bool populated(const std::string &cgroup) {
+    FILE *f = fopen((cgroup + "/cgroup.events").c_str(), "re");
+    if (!f)
+        return true;
+    char line[64];
+    bool busy = true;
+    while (fgets(line, sizeof line, f)) {
+        if (strncmp(line, "populated ", 10) == 0)
+            busy = line[10] != '0';
+    }
+    fclose(f);
+    return busy;
+}
 
 bool writeFile(const std::string &path, const std::string &value) {
     int fd = open(path.c_str(), O_WRONLY | O_CLOEXEC);
@@ -80,7 +101,16 @@ bool setup() {
 std::string createFor(uint64_t serial) {
     if (!enabled)
         return {};
-    sweep();
+    while (!spare.empty()) {
+        std::string path = std::move(spare.back());
+        spare.pop_back();
+        if (!populated(path))
+            return path;
+    }
+    if (++createdSinceSweep >= 64) {
+        createdSinceSweep = 0;
+        sweep();
+    }
     const std::string path = std::string(kParent) + "/cmd-" + std::to_string(serial);
     if (mkdir(path.c_str(), 0755) != 0 && errno != EEXIST) {
         logLine("cgroup " + path + ": " + strerror(errno));
@@ -98,6 +128,13 @@ bool enter(const std::string &cgroup) {
     return cgroup.empty() || writeFile(cgroup + "/cgroup.procs", "0");
 }
 
+void release(const std::string &cgroup) {
+    // Still populated: the command left background processes behind (a
+    // server, say); the cgroup stays theirs until a sweep finds it empty.
+    if (!cgroup.empty() && spare.size() < kMaxSpare && !populated(cgroup))
+        spare.push_back(cgroup);
+}
+
 void killAll(const std::string &cgroup) {
     if (!cgroup.empty())
         writeFile(cgroup + "/cgroup.kill", "1");
@@ -108,8 +145,10 @@ void sweep() {
     if (!dir)
         return;
     while (dirent *e = readdir(dir)) {
-        if (strncmp(e->d_name, "cmd-", 4) == 0)
-            rmdir((std::string(kParent) + "/" + e->d_name).c_str()); // EBUSY while populated
+        const std::string path = std::string(kParent) + "/" + e->d_name;
+        if (strncmp(e->d_name, "cmd-", 4) == 0 &&
+            std::find(spare.begin(), spare.end(), path) == spare.end())
+            rmdir(path.c_str()); // EBUSY while populated
     }
     closedir(dir);
 }

@@ -23,11 +23,14 @@ std::string createFor(uint64_t serial);
 /// In the forked child, before dropping root: moves it into `cgroup`.
 bool enter(const std::string &cgroup);
 
+/// The command has ended: its cgroup, once empty, serves a later command.
+void release(const std::string &cgroup);
+
 /// Kills every process of the command, also those that left its process
 /// group (setsid, double fork).
 void killAll(const std::string &cgroup);
 
-/// Removes command cgroups whose processes have all ended.
+/// Removes command cgroups whose processes have all ended (but the spare ones).
 void sweep();
 
 } // namespace sandcastle::agent::limits
