@@ -99,9 +99,7 @@ QByteArray bytesOf(const QJsonObject &o) {
     return QJsonDocument(o).toJson(QJsonDocument::Compact);
 }
 
-} // namespace
-
-QJsonArray mcpToolList() {
+QJsonArray buildToolList() {
     const QJsonObject size =
         prop("string",
              QStringLiteral("small (1 vCPU, 1 GiB), medium (2 vCPUs, 2 GiB) or large (4 vCPUs, "
@@ -204,6 +202,14 @@ QJsonArray mcpToolList() {
                    {}),
             true, false),
     };
+}
+
+} // namespace
+
+QJsonArray mcpToolList() {
+    // Built once: tools/call looks names up in it on every call.
+    static const QJsonArray tools = buildToolList();
+    return tools;
 }
 
 bool isMcpTool(const QString &name) {

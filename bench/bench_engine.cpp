@@ -6,6 +6,7 @@
 // shared machine: the bare-QEMU boot floor is interleaved with engine
 // creates, and qemu-guest-agent's guest-exec runs in the same guest as our
 // own exec path.
+#include "../tests/support/processes.h"
 #include "guest/guestchannel.h"
 #include "hypervisor/domainspec.h"
 #include "sandbox/engine.h"
@@ -70,18 +71,6 @@ qint64 procStatusKiB(qint64 pid, const char *field) {
             return line.mid(qstrlen(field)).trimmed().split(' ').first().toLongLong();
     }
     return -1;
-}
-
-qint64 qemuPid(const QString &domain) {
-    for (const QString &pid : QDir(QStringLiteral("/proc")).entryList(QDir::Dirs)) {
-        QFile cmdline(QStringLiteral("/proc/%1/cmdline").arg(pid));
-        if (pid.toLongLong() && cmdline.open(QIODevice::ReadOnly)) {
-            QByteArray c = cmdline.readAll();
-            if (c.contains("qemu-system") && c.contains(domain.toUtf8()))
-                return pid.toLongLong();
-        }
-    }
-    return 0;
 }
 
 /// Bare QEMU, same kernel, initramfs, machine and accelerator as a sandbox,
@@ -229,7 +218,7 @@ int main(int argc, char **argv) {
 
     // 2. One sandbox for the rest: exec round trips, ours and qemu-ga's.
     SandboxInfo box = orDie(await(engine.create({})), "create");
-    const qint64 qemu = qemuPid(box.domainName);
+    const qint64 qemu = testing::qemuPidWith(box.domainName);
     const qint64 idleRss = procStatusKiB(qemu, "VmRSS:");
     auto exec = [&](const QString &cmd, qint64 cap = kOutputCapBytes) {
         return orDie(await(engine.exec(box.id, {cmd, {}, {}, 600000, cap})), "exec");

@@ -1,6 +1,8 @@
 // Runs blocking work (libvirt calls, qemu-img) off the Qt event loop.
 #pragma once
 
+#include "errors.h"
+
 #include <QFuture>
 #include <QPromise>
 #include <QThreadPool>
@@ -36,6 +38,15 @@ template <typename T> QFuture<T> readyFuture(T value) {
     promise.addResult(std::move(value));
     promise.finish();
     return future;
+}
+
+/// A future that has already failed with `error`.
+template <typename T> QFuture<Result<T>> failedFuture(const EngineError &error) {
+    return readyFuture<Result<T>>(std::unexpected(error));
+}
+template <typename T>
+QFuture<Result<T>> failedFuture(EngineError::Kind kind, const QString &message) {
+    return failedFuture<T>(EngineError{kind, message});
 }
 
 /// One result for many waiters. A Qt 6 future takes a single continuation

@@ -19,8 +19,6 @@ private:
 private slots:
     void initTestCase() {
         QVERIFY(dir.isValid());
-        QFile::setPermissions(dir.path(), QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner |
-                                              QFile::ExeGroup | QFile::ExeOther);
         // A cent a second makes credit run out within a test.
         admin(dir.path(), {"config", "set", "rate.small", "36"});
         admin(dir.path(), {"config", "set", "signup_credit", "1000"});

@@ -64,8 +64,6 @@ private:
 private slots:
     void initTestCase() {
         QVERIFY(dir.isValid());
-        QFile::setPermissions(dir.path(), QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner |
-                                              QFile::ExeGroup | QFile::ExeOther);
         service = std::make_unique<Service>(dir.path());
         QVERIFY2(service->start(), "the service did not start");
         QVERIFY2(service->key().startsWith(QLatin1String("sc_")), "no key printed at first start");
@@ -532,14 +530,8 @@ private slots:
     }
 
     void cleanupTestCase() {
-        if (http && service && service->running()) {
-            Reply live = http->call("GET", QStringLiteral("/sandboxes?status=running&limit=100"));
-            for (const QJsonValue &v : live.json.value("data").toArray())
-                http->call("DELETE",
-                           QStringLiteral("/sandboxes/") + v.toObject().value("id").toString());
-        }
         if (service)
-            service->terminate();
+            service->destroyLiveAndTerminate();
         QTRY_COMPARE_WITH_TIMEOUT(qemuProcessesWith(dir.path()), 0, 60000);
     }
 };

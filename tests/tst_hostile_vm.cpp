@@ -42,8 +42,6 @@ private:
 private slots:
     void initTestCase() {
         QVERIFY(dir.isValid());
-        QFile::setPermissions(dir.path(), QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner |
-                                              QFile::ExeGroup | QFile::ExeOther);
         service = std::make_unique<Service>(dir.path());
         QVERIFY(service->start());
         http = std::make_unique<Http>(service->base(), service->key());

@@ -38,8 +38,6 @@ private slots:
                  "the MCP SDK is not installed: npm ci --prefix tests/mcp (packaging/test.sh "
                  "does it)");
         QVERIFY(dir.isValid());
-        QFile::setPermissions(dir.path(), QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner |
-                                              QFile::ExeGroup | QFile::ExeOther);
         service = std::make_unique<Service>(dir.path());
         service->setPort(freePort()); // the same port after a restart
         QVERIFY(service->start());
@@ -94,15 +92,8 @@ private slots:
 
     void cleanupTestCase() {
         // A client that failed half-way leaves its sandbox: destroy it.
-        if (service && service->running()) {
-            Http http(service->base(), service->key());
-            Reply live = http.call("GET", QStringLiteral("/sandboxes?status=running&limit=100"));
-            for (const QJsonValue &v : live.json.value("data").toArray())
-                http.call("DELETE",
-                          QStringLiteral("/sandboxes/") + v.toObject().value("id").toString());
-        }
         if (service)
-            service->terminate();
+            service->destroyLiveAndTerminate();
         QTRY_COMPARE_WITH_TIMEOUT(qemuProcessesWith(dir.path()), 0, 60000);
     }
 };

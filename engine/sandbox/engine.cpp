@@ -41,10 +41,6 @@ Result<void> createOverlay(const QString &base, const QString &overlay, int disk
     return {};
 }
 
-template <typename T> QFuture<Result<T>> failed(Kind kind, const QString &message) {
-    return readyFuture<Result<T>>(std::unexpected(EngineError{kind, message}));
-}
-
 } // namespace
 
 EngineConfig EngineConfig::defaults() {
@@ -170,14 +166,14 @@ Result<Engine::Sandbox *> Engine::running(const QString &id) const {
 QFuture<Result<SandboxInfo>> Engine::create(const CreateOptions &options) {
     auto size = findSize(options.size);
     if (!size)
-        return failed<SandboxInfo>(
+        return failedFuture<SandboxInfo>(
             Kind::InvalidArgument,
             QStringLiteral("unknown size '%1': use small, medium or large").arg(options.size));
     if (!open_)
-        return failed<SandboxInfo>(Kind::Unavailable, notOpen_);
+        return failedFuture<SandboxInfo>(Kind::Unavailable, notOpen_);
 
     if (!options.id.isEmpty() && (!isValidId(options.id) || sandboxes_.contains(options.id)))
-        return failed<SandboxInfo>(
+        return failedFuture<SandboxInfo>(
             Kind::InvalidArgument,
             QStringLiteral("sandbox id %1 is malformed or taken").arg(options.id.left(64)));
     auto box = std::make_shared<Sandbox>();
@@ -191,13 +187,14 @@ QFuture<Result<SandboxInfo>> Engine::create(const CreateOptions &options) {
     info.consoleLog = dir + QStringLiteral("/console.log");
     const QString socket = dir + QStringLiteral("/agent.sock");
     if (socket.toLocal8Bit().size() > 107)
-        return failed<SandboxInfo>(
+        return failedFuture<SandboxInfo>(
             Kind::Unavailable,
             QStringLiteral("the data folder's path is too long for a UNIX socket "
                            "(%1); choose a shorter SANDCASTLE_DATA_DIR")
                 .arg(socket));
     if (!QDir().mkpath(dir))
-        return failed<SandboxInfo>(Kind::Unavailable, QStringLiteral("cannot create %1").arg(dir));
+        return failedFuture<SandboxInfo>(Kind::Unavailable,
+                                         QStringLiteral("cannot create %1").arg(dir));
     QFile::setPermissions(dir, QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner |
                                    QFile::ReadGroup | QFile::ExeGroup | QFile::ReadOther |
                                    QFile::ExeOther);
@@ -293,10 +290,10 @@ QFuture<Result<SandboxInfo>> Engine::attach(const QString &id, const QString &si
                                             const QString &name, int timeoutMs) {
     auto found = findSize(size);
     if (!isValidId(id) || !found || sandboxes_.contains(id))
-        return failed<SandboxInfo>(Kind::InvalidArgument,
-                                   QStringLiteral("cannot attach sandbox %1").arg(id.left(64)));
+        return failedFuture<SandboxInfo>(
+            Kind::InvalidArgument, QStringLiteral("cannot attach sandbox %1").arg(id.left(64)));
     if (!open_)
-        return failed<SandboxInfo>(Kind::Unavailable, notOpen_);
+        return failedFuture<SandboxInfo>(Kind::Unavailable, notOpen_);
     auto box = std::make_shared<Sandbox>();
     box->info.id = id;
     box->info.name = name;
@@ -347,9 +344,9 @@ Result<void> Engine::validate(const ExecRequest &request) {
 QFuture<Result<ExecResult>> Engine::exec(const QString &id, const ExecRequest &request) {
     auto box = running(id);
     if (!box)
-        return readyFuture<Result<ExecResult>>(std::unexpected(box.error()));
+        return failedFuture<ExecResult>(box.error());
     if (auto ok = validate(request); !ok)
-        return readyFuture<Result<ExecResult>>(std::unexpected(ok.error()));
+        return failedFuture<ExecResult>(ok.error());
     return (*box)->channel->exec(request);
 }
 
@@ -357,11 +354,11 @@ QFuture<Result<void>> Engine::writeFile(const QString &id, const QString &path,
                                         const QByteArray &data) {
     auto box = running(id);
     if (!box)
-        return readyFuture<Result<void>>(std::unexpected(box.error()));
+        return failedFuture<void>(box.error());
     if (!path.startsWith(QLatin1Char('/')) || path.contains(QChar(0)))
-        return failed<void>(Kind::InvalidArgument, QStringLiteral("path must be absolute"));
+        return failedFuture<void>(Kind::InvalidArgument, QStringLiteral("path must be absolute"));
     if (data.size() > config_.fileSizeLimit)
-        return failed<void>(
+        return failedFuture<void>(
             Kind::TooLarge,
             QStringLiteral("files are limited to %1 bytes").arg(config_.fileSizeLimit));
     return (*box)->channel->writeFile(path, data).then(this, [](Result<qint64> r) -> Result<void> {
@@ -374,17 +371,18 @@ QFuture<Result<void>> Engine::writeFile(const QString &id, const QString &path,
 QFuture<Result<QByteArray>> Engine::readFile(const QString &id, const QString &path) {
     auto box = running(id);
     if (!box)
-        return readyFuture<Result<QByteArray>>(std::unexpected(box.error()));
+        return failedFuture<QByteArray>(box.error());
     if (!path.startsWith(QLatin1Char('/')) || path.contains(QChar(0)))
-        return failed<QByteArray>(Kind::InvalidArgument, QStringLiteral("path must be absolute"));
+        return failedFuture<QByteArray>(Kind::InvalidArgument,
+                                        QStringLiteral("path must be absolute"));
     return (*box)->channel->readFile(path, config_.fileSizeLimit);
 }
 
 QFuture<Result<void>> Engine::destroy(const QString &id) {
     if (!isValidId(id))
-        return failed<void>(Kind::NotFound, QStringLiteral("no sandbox %1").arg(id.left(64)));
+        return failedFuture<void>(Kind::NotFound, QStringLiteral("no sandbox %1").arg(id.left(64)));
     if (!open_)
-        return failed<void>(Kind::Unavailable, notOpen_);
+        return failedFuture<void>(Kind::Unavailable, notOpen_);
     auto it = sandboxes_.find(id);
     if (it != sandboxes_.end()) {
         (*it)->state = Sandbox::State::Destroying;
@@ -405,7 +403,7 @@ QFuture<Result<void>> Engine::destroy(const QString &id) {
 
 QFuture<Result<QList<DomainStatus>>> Engine::listDomains() {
     if (!open_)
-        return failed<QList<DomainStatus>>(Kind::Unavailable, notOpen_);
+        return failedFuture<QList<DomainStatus>>(Kind::Unavailable, notOpen_);
     Hypervisor *hv = hypervisor_.get();
     return runInPool(&pool_, [hv] { return hv->listDomains(); });
 }

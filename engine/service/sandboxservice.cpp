@@ -14,10 +14,6 @@ namespace {
 
 constexpr qint64 kMaxLifetimeMs = 24 * 3600 * 1000ll;
 
-template <typename T> QFuture<Result<T>> failedWith(const EngineError &e) {
-    return readyFuture<Result<T>>(std::unexpected(e));
-}
-
 QString when(qint64 ms) {
     return QDateTime::fromMSecsSinceEpoch(ms, Qt::UTC).toString(Qt::ISODate);
 }
@@ -40,9 +36,8 @@ QByteArray redacted(QByteArray data, const QList<QPair<QByteArray, QByteArray>> 
     return data;
 }
 
-} // namespace
-
-QString previewOf(const QByteArray &data, int bytes) {
+/// Text safe to keep as a preview: the last `bytes` of `data`.
+QString previewOf(const QByteArray &data, int bytes = 2048) {
     QByteArray tail = data.right(bytes);
     // Do not start in the middle of a UTF-8 sequence.
     int skip = 0;
@@ -50,6 +45,8 @@ QString previewOf(const QByteArray &data, int bytes) {
         ++skip;
     return QString::fromUtf8(tail.mid(skip));
 }
+
+} // namespace
 
 SandboxService::SandboxService(Engine *engine, Store *store, Settings settings, QObject *parent)
     : QObject(parent)
@@ -70,23 +67,20 @@ QFuture<Result<void>> SandboxService::start() {
     auto promise = std::make_shared<QPromise<Result<void>>>();
     promise->start();
     reconciling_ = true;
-    engine_->listDomains().then(this, [this, promise](Result<QList<DomainStatus>> domains) {
-        if (!domains) {
-            reconciling_ = false;
-            ticker_.start();
-            reconciler_.start();
-            promise->addResult(std::unexpected(domains.error()));
-            promise->finish();
-            return;
-        }
-        reconcileWith(*domains, true).then(this, [this, promise](Result<void> r) {
-            reconciling_ = false;
-            tick(); // expiry of what ran out while the app was down
-            ticker_.start();
-            reconciler_.start();
-            promise->addResult(std::move(r));
-            promise->finish();
-        });
+    // Ready either way: without libvirt the record still serves reads.
+    auto ready = [this, promise](Result<void> r) {
+        reconciling_ = false;
+        tick(); // expiry of what ran out while the app was down
+        ticker_.start();
+        reconciler_.start();
+        promise->addResult(std::move(r));
+        promise->finish();
+    };
+    engine_->listDomains().then(this, [this, ready](Result<QList<DomainStatus>> domains) {
+        if (!domains)
+            ready(std::unexpected(domains.error()));
+        else
+            reconcileWith(*domains, true).then(this, ready);
     });
     return promise->future();
 }
@@ -126,7 +120,7 @@ QFuture<Result<SandboxView>> SandboxService::create(const QString &accountId,
     if (!request.idempotencyKey.isEmpty()) {
         if (auto seen = store_->idempotent(accountId, request.idempotencyKey, now)) {
             if (seen->second != request.requestHash)
-                return failedWith<SandboxView>(
+                return failedFuture<SandboxView>(
                     {Kind::Conflict,
                      QStringLiteral("this Idempotency-Key was used within 24 hours for a "
                                     "different request: use a new key for a new sandbox")});
@@ -146,27 +140,27 @@ QFuture<Result<SandboxView>> SandboxService::create(const QString &accountId,
     const QString sizeName = request.size.isEmpty() ? settings_.defaultSize : request.size;
     const auto size = findSize(sizeName);
     if (!size)
-        return failedWith<SandboxView>(
+        return failedFuture<SandboxView>(
             {Kind::InvalidArgument,
              QStringLiteral("unknown size '%1': use small, medium or large (GET /v1/sizes)")
                  .arg(sizeName.left(40))});
     const int minutes =
         request.timeoutMinutes > 0 ? request.timeoutMinutes : settings_.defaultTimeoutMinutes;
     if (minutes > 1440)
-        return failedWith<SandboxView>(
+        return failedFuture<SandboxView>(
             {Kind::InvalidArgument, QStringLiteral("timeout_minutes is at most 1440 (24 hours)")});
     auto account = store_->account(accountId);
     if (!account)
-        return failedWith<SandboxView>({Kind::NotFound, QStringLiteral("no such account")});
+        return failedFuture<SandboxView>({Kind::NotFound, QStringLiteral("no such account")});
     if (account->balanceMicros <= 0)
-        return failedWith<SandboxView>(
+        return failedFuture<SandboxView>(
             {Kind::NoCredit,
              QStringLiteral("the account's credit is used up (balance %1): add credit with "
                             "`sandcastle credit add AMOUNT`")
                  .arg(formatMoney(account->balanceMicros))});
     const int live = store_->liveCount(accountId);
     if (live >= settings_.maxLiveSandboxes)
-        return failedWith<SandboxView>(
+        return failedFuture<SandboxView>(
             {Kind::QuotaExceeded,
              QStringLiteral("the account already has %1 live sandboxes (the cap is %2): "
                             "destroy one (DELETE /v1/sandboxes/{id}) or wait for one to expire")
@@ -188,7 +182,7 @@ QFuture<Result<SandboxView>> SandboxService::create(const QString &accountId,
     rec.rateMicrosPerHour = settings_.ratesMicrosPerHour.value(size->name);
     rec.chargedUntil = now;
     if (auto ok = store_->insertSandbox(rec, request.idempotencyKey, request.requestHash); !ok)
-        return failedWith<SandboxView>(ok.error());
+        return failedFuture<SandboxView>(ok.error());
     emit sandboxChanged(rec.id);
 
     auto waiters = std::make_shared<FanOut<Result<SandboxView>>>();
@@ -228,9 +222,9 @@ QFuture<Result<ExecResult>> SandboxService::exec(const QString &accountId, const
                                                  const ExecRequest &request) {
     auto box = runningBox(accountId, id);
     if (!box)
-        return failedWith<ExecResult>(box.error());
+        return failedFuture<ExecResult>(box.error());
     if (auto ok = Engine::validate(request); !ok)
-        return failedWith<ExecResult>(ok.error());
+        return failedFuture<ExecResult>(ok.error());
     ExecRecord rec;
     rec.sandboxId = id;
     rec.command = request.command;
@@ -251,7 +245,7 @@ QFuture<Result<ExecResult>> SandboxService::exec(const QString &accountId, const
               [](const auto &a, const auto &b) { return a.first.size() > b.first.size(); });
     auto begun = store_->beginExec(rec);
     if (!begun)
-        return failedWith<ExecResult>(begun.error());
+        return failedFuture<ExecResult>(begun.error());
     rec.id = *begun;
     emit execStarted(id, rec.id);
     // The record is completed here, whether or not the client still waits.
@@ -298,7 +292,7 @@ QFuture<Result<void>> SandboxService::writeFile(const QString &accountId, const 
                                                 const QString &path, const QByteArray &data) {
     auto box = runningBox(accountId, id);
     if (!box)
-        return failedWith<void>(box.error());
+        return failedFuture<void>(box.error());
     return engine_->writeFile(id, path, data);
 }
 
@@ -306,7 +300,7 @@ QFuture<Result<QByteArray>> SandboxService::readFile(const QString &accountId, c
                                                      const QString &path) {
     auto box = runningBox(accountId, id);
     if (!box)
-        return failedWith<QByteArray>(box.error());
+        return failedFuture<QByteArray>(box.error());
     return engine_->readFile(id, path);
 }
 
@@ -336,7 +330,7 @@ QFuture<Result<SandboxRecord>> SandboxService::destroy(const QString &accountId,
                                                        const QString &id) {
     auto box = owned(accountId, id);
     if (!box)
-        return failedWith<SandboxRecord>(box.error());
+        return failedFuture<SandboxRecord>(box.error());
     if (!isLive(box->status))
         return readyFuture<Result<SandboxRecord>>(*box);
     const QString reason = box->status == SandboxStatus::Stopping
@@ -358,7 +352,7 @@ QFuture<Result<void>> SandboxService::stop(const QString &id, SandboxStatus endi
     if (auto box = store_->sandbox(id); !box || !isLive(box->status))
         return readyFuture<Result<void>>({}); // ended meanwhile (a late attach failure)
     if (auto ok = store_->setStopping(id, ending, reason); !ok)
-        return failedWith<void>(ok.error());
+        return failedFuture<void>(ok.error());
     emit sandboxChanged(id);
     auto waiters = std::make_shared<FanOut<Result<void>>>();
     stopping_.insert(id, waiters);

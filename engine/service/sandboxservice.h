@@ -102,7 +102,4 @@ private:
     QHash<QString, std::shared_ptr<FanOut<Result<void>>>> stopping_;
 };
 
-/// Text safe to keep as a preview: the last `bytes` of `data`.
-QString previewOf(const QByteArray &data, int bytes = 2048);
-
 } // namespace sandcastle

@@ -292,13 +292,4 @@ void Store::addEvent(const QString &sandboxId, const QString &kind, const QStrin
         {sandboxId, nowMs(), kind, detail});
 }
 
-QList<std::pair<qint64, QString>> Store::events(const QString &sandboxId) const {
-    QList<std::pair<qint64, QString>> out;
-    auto q = run(QStringLiteral("SELECT at, kind FROM events WHERE sandbox_id = ? ORDER BY id"),
-                 {sandboxId});
-    while (q && q->next())
-        out.append({q->value(0).toLongLong(), q->value(1).toString()});
-    return out;
-}
-
 } // namespace sandcastle

@@ -94,7 +94,6 @@ public:
 
     // Lifecycle events (created, running, extended, expired, ...).
     void addEvent(const QString &sandboxId, const QString &kind, const QString &detail = {});
-    QList<std::pair<qint64, QString>> events(const QString &sandboxId) const;
 
 private:
     friend class Transaction;

@@ -3,8 +3,11 @@
 // for well-formed requests, a raw QTcpSocket for malformed ones).
 #pragma once
 
+#include "processes.h"
+
 #include <QDir>
 #include <QFile>
+#include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QNetworkAccessManager>
@@ -83,6 +86,9 @@ public:
             process_->waitForFinished(10000);
         }
     }
+    /// Destroys every running sandbox of the first account (a test that
+    /// failed half-way may leave one), then stops the service.
+    void destroyLiveAndTerminate();
     void terminate() {
         if (process_ && process_->state() != QProcess::NotRunning) {
             process_->terminate();
@@ -210,31 +216,15 @@ private:
     QNetworkAccessManager nam_;
 };
 
-/// QEMU processes whose command line names `needle`.
-inline int qemuProcessesWith(const QString &needle) {
-    int n = 0;
-    for (const QString &pid : QDir(QStringLiteral("/proc")).entryList(QDir::Dirs)) {
-        QFile cmdline(QStringLiteral("/proc/%1/cmdline").arg(pid));
-        if (!pid.toInt() || !cmdline.open(QIODevice::ReadOnly))
-            continue;
-        const QByteArray c = cmdline.readAll();
-        if (c.contains("qemu-system") && c.contains(needle.toUtf8()))
-            ++n;
+inline void Service::destroyLiveAndTerminate() {
+    if (running()) {
+        Http http(base_, key_);
+        Reply live = http.call("GET", QStringLiteral("/sandboxes?status=running&limit=100"));
+        for (const QJsonValue &v : live.json.value("data").toArray())
+            http.call("DELETE",
+                      QStringLiteral("/sandboxes/") + v.toObject().value("id").toString());
     }
-    return n;
-}
-
-/// The pid of the QEMU process running domain `needle`, or 0.
-inline int qemuPidWith(const QString &needle) {
-    for (const QString &pid : QDir(QStringLiteral("/proc")).entryList(QDir::Dirs)) {
-        QFile cmdline(QStringLiteral("/proc/%1/cmdline").arg(pid));
-        if (!pid.toInt() || !cmdline.open(QIODevice::ReadOnly))
-            continue;
-        const QByteArray c = cmdline.readAll();
-        if (c.contains("qemu-system") && c.contains(needle.toUtf8()))
-            return pid.toInt();
-    }
-    return 0;
+    terminate();
 }
 
 } // namespace testing
