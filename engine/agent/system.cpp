@@ -7,6 +7,7 @@
 #include <net/if.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
+#include <sys/reboot.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -56,7 +57,12 @@ void initSystem() {
 
     loopbackUp();
     limits::setup();
-    runBootScript("early", true);
+    if (!runBootScript("early", true)) {
+        // The early phase loads the guest's egress rules: fail closed.
+        logLine("the early boot phase failed; powering off");
+        sync();
+        reboot(RB_POWER_OFF);
+    }
 }
 
 void loopbackUp() {
@@ -72,24 +78,29 @@ void loopbackUp() {
         close(fd);
 }
 
-void runBootScript(const char *phase, bool wait) {
+bool runBootScript(const char *phase, bool wait) {
     // Boot steps that are easier in shell come with the initramfs. "early"
     // runs before the agent answers, so no command can come before it (the
     // place for the guest's own rules); "late" runs after, off the ready path.
     if (access("/run/sandcastle/boot.sh", X_OK) != 0)
-        return;
+        return true;
     pid_t pid = fork();
     if (pid == 0) {
         execl("/bin/sh", "sh", "/run/sandcastle/boot.sh", phase, (char *)nullptr);
         _exit(127);
     }
+    if (pid < 0)
+        return false;
     if (!wait)
-        return; // reaped by the agent's loop, like any orphan
+        return true; // reaped by the agent's loop, like any orphan
     int status = 0;
     while (pid > 0 && waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
         logLine(std::string("boot.sh ") + phase + " failed with status " + std::to_string(status));
+        return false;
+    }
+    return true;
 }
 
 std::string findPort(const std::string &name) {

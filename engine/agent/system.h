@@ -14,8 +14,8 @@ void initSystem();
 void loopbackUp();
 
 /// Runs `/run/sandcastle/boot.sh <phase>` if the initramfs brought one;
-/// waits for it when `wait` is set.
-void runBootScript(const char *phase, bool wait);
+/// waits for it when `wait` is set. False when it failed (or could not run).
+bool runBootScript(const char *phase, bool wait);
 
 /// Path of the /dev node of the virtio port named `name`, or empty.
 /// There is no udev in the guest, so /dev/virtio-ports/ does not exist.

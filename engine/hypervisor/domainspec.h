@@ -21,6 +21,7 @@ struct DomainSpec {
     QString agentSocket;   // host end of the agent's virtio-serial port
     QString agentPortName; // the guest's name of that port
     QString qgaSocket;     // optional: a qemu-guest-agent port (benchmark only)
+    QString netSocket;     // passt's socket; empty: no network card at all
 };
 
 /// The libvirt domain XML for `spec`. Pure: same input, same text.

@@ -29,6 +29,26 @@ void channel(QXmlStreamWriter &w, const QString &socket, const QString &portName
     w.writeEndElement();
 }
 
+const QString kQemuNs = QStringLiteral("http://libvirt.org/schemas/domain/qemu/1.0");
+
+/// The network card, attached to passt's socket. Debian's libvirt 9.0
+/// has no passt backend, so the card is passed to QEMU directly, at a
+/// fixed root-bus slot libvirt does not hand out (it fills from 0x01).
+void passtNic(QXmlStreamWriter &w, const QString &socket) {
+    w.writeStartElement(kQemuNs, QStringLiteral("commandline"));
+    for (const QString &arg :
+         {QStringLiteral("-netdev"),
+          QStringLiteral("stream,id=net0,server=off,addr.type=unix,addr.path=") + socket,
+          QStringLiteral("-device"),
+          QStringLiteral("virtio-net-pci,netdev=net0,mac=52:54:00:5a:0c:01,bus=pcie.0,"
+                         "addr=0x18,romfile=")}) {
+        w.writeStartElement(kQemuNs, QStringLiteral("arg"));
+        w.writeAttribute(QStringLiteral("value"), arg);
+        w.writeEndElement();
+    }
+    w.writeEndElement();
+}
+
 } // namespace
 
 QString guestKernelCmdline(bool kvm) {
@@ -48,6 +68,8 @@ QString buildDomainXml(const DomainSpec &spec) {
     QXmlStreamWriter w(&xml);
     w.setAutoFormatting(true);
     w.writeStartElement(QStringLiteral("domain"));
+    if (!spec.netSocket.isEmpty())
+        w.writeNamespace(kQemuNs, QStringLiteral("qemu"));
     w.writeAttribute(QStringLiteral("type"),
                      spec.kvm ? QStringLiteral("kvm") : QStringLiteral("qemu"));
     element(w, QStringLiteral("name"), spec.name);
@@ -135,6 +157,8 @@ QString buildDomainXml(const DomainSpec &spec) {
     emptyWith(w, QStringLiteral("model"), {{QStringLiteral("type"), QStringLiteral("none")}});
     w.writeEndElement();
     w.writeEndElement(); // devices
+    if (!spec.netSocket.isEmpty())
+        passtNic(w, spec.netSocket);
     w.writeEndElement(); // domain
     w.writeEndDocument();
     return xml;

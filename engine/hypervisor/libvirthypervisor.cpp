@@ -117,9 +117,13 @@ Result<void> LibvirtHypervisor::open() {
 Result<void> LibvirtHypervisor::startDomain(const DomainSpec &spec) {
     DomainSpec s = spec;
     s.kvm = kvm_;
-    if (qemuUid_ != 0 && ::chown(spec.overlay.toLocal8Bit().constData(), qemuUid_, qemuGid_) != 0)
-        return fail(EngineError::Kind::Unavailable,
-                    QStringLiteral("cannot hand the disk %1 to QEMU's user").arg(spec.overlay));
+    // QEMU gets exactly its own disk and network socket, nothing shared.
+    for (const QString &path : {spec.overlay, spec.netSocket}) {
+        if (qemuUid_ != 0 && !path.isEmpty() &&
+            ::chown(path.toLocal8Bit().constData(), qemuUid_, qemuGid_) != 0)
+            return fail(EngineError::Kind::Unavailable,
+                        QStringLiteral("cannot hand %1 to QEMU's user").arg(path));
+    }
     const QByteArray xml = buildDomainXml(s).toUtf8();
     DomainPtr dom(virDomainCreateXML(conn_.get(), xml.constData(), 0));
     if (!dom)

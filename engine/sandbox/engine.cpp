@@ -5,6 +5,7 @@
 #include "../guest/guestchannel.h"
 #include "../hypervisor/accel.h"
 #include "../hypervisor/libvirthypervisor.h"
+#include "../network/egress.h"
 
 #include <QDir>
 #include <QElapsedTimer>
@@ -104,7 +105,29 @@ Result<void> Engine::open() {
     open_ = opened.has_value();
     if (!opened)
         notOpen_ = opened.error().message;
+    if (open_ && ownBackend_) {
+        bool unused = false;
+        const QStringList dns = dnsServers(&unused);
+        if (auto filter = egress::installHostFilter(dns); !filter)
+            netProblem_ = filter.error().message;
+        else
+            dnsInFilter_ = dns;
+    }
     return opened;
+}
+
+QStringList Engine::dnsServers(bool *filterNeedsUpdate) {
+    // Read at every create: a laptop that moves changes its resolvers.
+    const QStringList dns =
+        config_.sandboxDns.isEmpty() ? egress::hostDnsServers() : config_.sandboxDns;
+    *filterNeedsUpdate = false;
+    for (const QString &server : dns) {
+        if (!dnsInFilter_.contains(server)) {
+            *filterNeedsUpdate = true;
+            dnsInFilter_ << server;
+        }
+    }
+    return dns;
 }
 
 QString Engine::domainNameFor(const QString &id) {
@@ -171,6 +194,12 @@ QFuture<Result<SandboxInfo>> Engine::create(const CreateOptions &options) {
             QStringLiteral("unknown size '%1': use small, medium or large").arg(options.size));
     if (!open_)
         return failedFuture<SandboxInfo>(Kind::Unavailable, notOpen_);
+    if (options.internet && !netProblem_.isEmpty())
+        return failedFuture<SandboxInfo>(
+            Kind::Unavailable,
+            QStringLiteral("sandboxes cannot have internet access here: %1 (a sandbox "
+                           "with network \"none\" can still be created)")
+                .arg(netProblem_));
 
     if (!options.id.isEmpty() && (!isValidId(options.id) || sandboxes_.contains(options.id)))
         return failedFuture<SandboxInfo>(
@@ -181,6 +210,7 @@ QFuture<Result<SandboxInfo>> Engine::create(const CreateOptions &options) {
     info.id = options.id.isEmpty() ? newId() : options.id;
     info.name = options.name;
     info.size = *size;
+    info.internet = options.internet;
     info.domainName = domainNameFor(info.id);
     info.createdAt = QDateTime::currentDateTimeUtc();
     const QString dir = sandboxDir(info.id);
@@ -238,24 +268,43 @@ QFuture<Result<SandboxInfo>> Engine::create(const CreateOptions &options) {
     clock->start();
     Hypervisor *hv = hypervisor_.get();
     const int diskGiB = size->diskGiB;
-    runInPool(&pool_, [hv, spec, diskGiB]() -> Result<void> {
-        if (auto r = createOverlay(spec.base, spec.overlay, diskGiB); !r)
-            return r;
-        return hv->startDomain(spec);
-    }).then(this, [this, box, finish, clock](Result<void> started) {
-        if (started && box->state == Sandbox::State::Destroying)
-            started = fail(Kind::Conflict, QStringLiteral("destroyed while it was starting"));
-        if (!started) {
-            finish(std::unexpected(started.error()));
-            return;
-        }
-        connectAgent(box, config_.bootTimeoutMs, [box, finish, clock](Result<SandboxInfo> r) {
-            box->info.bootMs = clock->elapsed();
-            if (r)
-                r->bootMs = box->info.bootMs;
-            finish(std::move(r));
+    bool updateFilter = false;
+    const QStringList dns = options.internet ? dnsServers(&updateFilter) : QStringList();
+    // The guest's boot script points its resolver at these and lets DNS
+    // to them (and only them) through its own rules.
+    if (!dns.isEmpty())
+        spec.cmdline += QStringLiteral(" sandcastle.dns=") + dns.join(QLatin1Char(','));
+    runInPool(&pool_,
+              [hv, spec, diskGiB, dir, dns, updateFilter,
+               internet = options.internet]() mutable -> Result<void> {
+                  if (auto r = createOverlay(spec.base, spec.overlay, diskGiB); !r)
+                      return r;
+                  if (internet) {
+                      if (updateFilter) {
+                          if (auto r = egress::installHostFilter(dns); !r)
+                              return r;
+                      }
+                      auto socket = egress::startPasst(dir);
+                      if (!socket)
+                          return std::unexpected(socket.error());
+                      spec.netSocket = *socket;
+                  }
+                  return hv->startDomain(spec);
+              })
+        .then(this, [this, box, finish, clock](Result<void> started) {
+            if (started && box->state == Sandbox::State::Destroying)
+                started = fail(Kind::Conflict, QStringLiteral("destroyed while it was starting"));
+            if (!started) {
+                finish(std::unexpected(started.error()));
+                return;
+            }
+            connectAgent(box, config_.bootTimeoutMs, [box, finish, clock](Result<SandboxInfo> r) {
+                box->info.bootMs = clock->elapsed();
+                if (r)
+                    r->bootMs = box->info.bootMs;
+                finish(std::move(r));
+            });
         });
-    });
     return promise->future();
 }
 
@@ -430,6 +479,8 @@ void Engine::dropChannel(Sandbox &box) {
 }
 
 void Engine::removeSandboxFiles(const QString &id) {
+    // passt ends with its QEMU; this covers a create that failed before.
+    egress::stopPasst(sandboxDir(id));
     QDir(sandboxDir(id)).removeRecursively();
 }
 

@@ -29,6 +29,7 @@ struct EngineConfig {
     QString libvirtUri; // empty: libvirt's embedded QEMU driver under dataDir
     int bootTimeoutMs = 180000;
     qint64 fileSizeLimit = 100ll << 20; // largest file read or written
+    QStringList sandboxDns;             // sandboxes' DNS; empty: the host's resolv.conf
 
     /// Defaults: /var/lib/sandcastle for root (QEMU's user must read it),
     /// else ~/.local/share/sandcastle; SANDCASTLE_DATA_DIR,
@@ -39,7 +40,8 @@ struct EngineConfig {
 struct CreateOptions {
     QString size = QStringLiteral("small");
     QString name;
-    QString id; // empty: a new one; the service picks it to record it first
+    QString id;           // empty: a new one; the service picks it to record it first
+    bool internet = true; // false: no network card at all
 };
 
 struct SandboxInfo {
@@ -48,6 +50,7 @@ struct SandboxInfo {
     SandboxSize size;
     QString domainName;
     QString consoleLog;
+    bool internet = false;
     QDateTime createdAt;
     qint64 bootMs = 0; // create() to the agent's first answer
 };
@@ -65,6 +68,8 @@ public:
     Result<void> open();
     bool accelerated() const;
     QString accelReason() const { return accelReason_; }
+    /// Empty when sandboxes can have a network; else why not.
+    QString networkProblem() const { return netProblem_; }
 
     QFuture<Result<SandboxInfo>> create(const CreateOptions &options);
     /// Takes over a sandbox whose VM outlived an earlier run of the app:
@@ -112,6 +117,8 @@ private:
     QString sandboxDir(const QString &id) const;
     void dropChannel(Sandbox &box);
     void removeSandboxFiles(const QString &id);
+    /// The resolvers sandboxes use now, and whether the filter must learn them.
+    QStringList dnsServers(bool *filterNeedsUpdate);
 
     EngineConfig config_;
     std::unique_ptr<Hypervisor> hypervisor_;
@@ -119,6 +126,8 @@ private:
     bool open_ = false;
     QString notOpen_ = QStringLiteral("VMs are not available: the engine is not open");
     QString accelReason_;
+    QString netProblem_;
+    QStringList dnsInFilter_; // resolvers the host filter lets DNS through to
     GuestImage image_;
     QThreadPool pool_;
     QHash<QString, std::shared_ptr<Sandbox>> sandboxes_;

@@ -149,7 +149,7 @@ fi
 
 kver=$(cat "$rootfs_dir/kernel-version")
 moddir="$rootfs_dir/modules/$kver"
-boot_hash=$( (echo "$rootfs_hash" && module_list "$moddir" && cat "$here/initramfs-init.sh" "$here/guest-boot.sh" "$agent" /bin/busybox) | sha256sum | cut -c1-16)
+boot_hash=$( (echo "$rootfs_hash" && module_list "$moddir" && cat "$here/initramfs-init.sh" "$here/guest-boot.sh" "$here/egress.nft" "$agent" /bin/busybox) | sha256sum | cut -c1-16)
 boot_dir="$cache/boot-$boot_hash"
 
 if [ -f "$boot_dir/manifest.json" ]; then
@@ -164,6 +164,7 @@ else
   install -m 0755 "$here/initramfs-init.sh" "$tmp/initramfs/init"
   install -m 0755 "$agent" "$tmp/initramfs/sandcastle-agent"
   install -m 0755 "$here/guest-boot.sh" "$tmp/initramfs/boot.sh"
+  install -m 0644 "$here/egress.nft" "$tmp/initramfs/egress.nft"
   module_list "$moddir" | while read -r m; do
     cp "$moddir/$m" "$tmp/initramfs/modules/"
     basename "$m" >>"$tmp/initramfs/modules.list"

@@ -5,6 +5,32 @@
 #   late:  right after the agent has answered, in the background.
 case "$1" in
 early)
+  # The network card exists only for sandboxes with internet access (passt
+  # behind it answers ARP for the gateway 10.0.2.2). The rules come first:
+  # the link is down until they are in. DNS may go to the resolvers the
+  # host names on the kernel command line, and nowhere else private. Any
+  # failure fails the boot: the agent powers off rather than run without.
+  if [ -e /sys/class/net/eth0 ]; then
+    dns=""
+    for arg in $(cat /proc/cmdline); do
+      case "$arg" in sandcastle.dns=*) dns=${arg#sandcastle.dns=} ;; esac
+    done
+    case "$dns" in *[!0-9.,]*) exit 1 ;; esac
+    {
+      cat /run/sandcastle/egress.nft
+      [ -z "$dns" ] || echo "insert rule inet sandcastle_guest output ip daddr { $dns } meta l4proto { tcp, udp } th dport 53 accept"
+    } | nft -f - || exit 1
+    echo 1 >/proc/sys/net/ipv6/conf/eth0/disable_ipv6
+    ip link set eth0 up || exit 1
+    ip addr add 10.0.2.15/24 dev eth0 || exit 1
+    ip route add default via 10.0.2.2 || exit 1
+  fi
+  : >/etc/resolv.conf
+  IFS=,
+  for server in $dns; do
+    echo "nameserver $server" >>/etc/resolv.conf
+  done
+  unset IFS
   ;;
 late)
   # The overlay is as large as the sandbox size's disk; the filesystem in

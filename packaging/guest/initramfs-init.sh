@@ -33,6 +33,7 @@ busybox mount -t tmpfs -o mode=0755,nosuid,nodev run /newroot/run
 busybox mkdir -m 0700 /newroot/run/sandcastle
 busybox cp /sandcastle-agent /newroot/run/sandcastle/agent
 busybox cp /boot.sh /newroot/run/sandcastle/boot.sh
+busybox cp /egress.nft /newroot/run/sandcastle/egress.nft
 busybox umount /proc /sys
 busybox mount --move /dev /newroot/dev
 exec busybox switch_root /newroot /run/sandcastle/agent
