@@ -53,14 +53,15 @@ void CommandLog::refresh() {
         const QString exit =
             e.status == QLatin1String("finished") ? QString::number(e.exitCode) : e.status;
         const QString preview = previewOf(e);
-        const QStringList cells = {
-            timeText(e.startedAt),
-            e.command,
-            e.cwd,
-            e.envNames.join(QStringLiteral(", ")),
-            exit,
-            e.status == QLatin1String("running") ? QStringLiteral("…") : durationText(e.durationMs),
-            preview.simplified().left(300)};
+        const QStringList cells = {timeText(e.startedAt),
+                                   e.command,
+                                   e.cwd,
+                                   e.envNames.join(QStringLiteral(", ")),
+                                   exit,
+                                   e.status == QLatin1String("running")
+                                       ? QStringLiteral("…")
+                                       : execDurationText(e.durationMs),
+                                   preview.simplified().left(300)};
         for (int col = 0; col < cells.size(); ++col) {
             auto *item = new QTableWidgetItem(cells.at(col));
             if (col == 1 || col == 6)

@@ -15,6 +15,14 @@ QString durationText(qint64 ms) {
     return QStringLiteral("%1h %2m").arg(s / 3600).arg((s % 3600) / 60, 2, 10, QLatin1Char('0'));
 }
 
+QString execDurationText(qint64 ms) {
+    if (ms < 1000)
+        return QStringLiteral("%1 ms").arg(std::max<qint64>(0, ms));
+    if (ms < 60000)
+        return QStringLiteral("%1 s").arg(double(ms) / 1000, 0, 'f', 1);
+    return durationText(ms);
+}
+
 QString timeText(qint64 ms) {
     if (ms <= 0)
         return QStringLiteral("-");

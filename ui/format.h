@@ -10,6 +10,8 @@ namespace sandcastle::ui {
 
 /// 42s, 3m 05s, 2h 10m.
 QString durationText(qint64 ms);
+/// 640 ms, 4.2 s, then as durationText (commands are often short).
+QString execDurationText(qint64 ms);
 /// Local wall-clock time of a record timestamp (ms since the epoch).
 QString timeText(qint64 ms);
 /// Money of the record (micro-units) as "$0.0123".

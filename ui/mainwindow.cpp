@@ -52,12 +52,14 @@ MainWindow::MainWindow(SandboxService *service, QWidget *parent)
     live_->setObjectName(QStringLiteral("liveStatus"));
     api_->setObjectName(QStringLiteral("apiStatus"));
     Engine *engine = service_->engine();
-    if (engine->accelerated())
+    if (engine->accelerated()) {
         accel_->setText(tr("VMs run with KVM"));
-    else
-        accel_->setText(tr("VMs run under emulation (no KVM): slow, boots take 5-10 s and "
-                           "commands run several times slower (%1)")
-                            .arg(engine->accelReason()));
+    } else {
+        // The reason is long (which check failed); the tooltip has it.
+        accel_->setText(tr("VMs run under emulation, not KVM: slow (boots and commands take "
+                           "several times longer)"));
+        accel_->setToolTip(engine->accelReason());
+    }
     statusBar()->addWidget(accel_, 1);
     statusBar()->addPermanentWidget(live_);
     statusBar()->addPermanentWidget(api_);
@@ -88,8 +90,8 @@ QWidget *MainWindow::sandboxesTab() {
     table_->setSelectionBehavior(QAbstractItemView::SelectRows);
     table_->setSelectionMode(QAbstractItemView::SingleSelection);
     table_->verticalHeader()->hide();
-    table_->horizontalHeader()->setStretchLastSection(true);
     table_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+    table_->horizontalHeader()->setSectionResizeMode(SandboxModel::Name, QHeaderView::Stretch);
 
     auto *top = new QHBoxLayout;
     top->addWidget(new QLabel(tr("Show:"), page));

@@ -204,7 +204,7 @@ void SandboxDetail::runCommand() {
             output_->appendPlainText(QString::fromUtf8(r->stderrData).trimmed());
         output_->appendPlainText(tr("[exit %1, %2%3]")
                                      .arg(r->exitCode)
-                                     .arg(durationText(r->durationMs))
+                                     .arg(execDurationText(r->durationMs))
                                      .arg(r->truncated ? tr(", output truncated") : QString()));
     });
     command_->clear();
