@@ -168,7 +168,9 @@ void SpendView::refreshChart(const QString &account) {
     }
     points.append(QPointF(double(now), double(total) / 1e6));
     series_->replace(points);
-    const qint64 from = usage.isEmpty() ? now - 3600000 : usage.first().first * 60000 - 60000;
+    // At least the last half hour, so a young account's axis reads in minutes.
+    const qint64 from =
+        std::min(now - 30 * 60000ll, usage.isEmpty() ? now : usage.first().first * 60000 - 60000);
     auto *x = qobject_cast<QDateTimeAxis *>(chart_->axes(Qt::Horizontal).value(0));
     auto *y = qobject_cast<QValueAxis *>(chart_->axes(Qt::Vertical).value(0));
     if (x)
