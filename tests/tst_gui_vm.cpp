@@ -10,6 +10,7 @@
 #include "sandboxmodel.h"
 #include "service/sandboxservice.h"
 #include "support/service.h"
+#include "trayicon.h"
 
 #include <QApplication>
 #include <QChartView>
@@ -141,6 +142,11 @@ private slots:
                  QStringLiteral("0 live sandbox(es)"));
         QVERIFY(!ui::appIcon().isNull()); // the SVGs are compiled in
         QVERIFY(!ui::appIcon().pixmap(32, 32).isNull());
+        // The tray's icon carries the live count (offscreen has no tray to show it in).
+        QVERIFY(ui::TrayIcon::badged(0).pixmap(64, 64).toImage() !=
+                ui::TrayIcon::badged(3).pixmap(64, 64).toImage());
+        QVERIFY(ui::TrayIcon::badged(3).pixmap(64, 64).toImage() !=
+                ui::TrayIcon::badged(4).pixmap(64, 64).toImage());
     }
 
     void restCreateShowsWithinASecond() {

@@ -20,8 +20,8 @@ public:
     void start(const QString &script, const QString &agent);
     bool running() const { return process_.state() != QProcess::NotRunning; }
 
-    /// Percent done of one build line (public for its parsing rule to be
-    /// read in one place); -1 when the line is not a step.
+    /// Percent done after one line of the builder's output; -1 when the
+    /// line is not one of its steps.
     static int progressOf(const QString &line);
 
 signals:

@@ -15,6 +15,7 @@
 #include <QLineEdit>
 #include <QLineSeries>
 #include <QPushButton>
+#include <QSignalBlocker>
 #include <QSplitter>
 #include <QTableWidget>
 #include <QValueAxis>
@@ -105,8 +106,6 @@ SpendView::SpendView(SandboxService *service, QWidget *parent)
     layout->addWidget(chartView, 3);
     layout->addWidget(tables, 2);
 
-    for (const AccountRecord &a : service_->store()->accounts())
-        accounts_->addItem(QStringLiteral("%1 (%2)").arg(a.name, a.id), a.id);
     coalesce_.setSingleShot(true);
     coalesce_.setInterval(250);
     connect(&coalesce_, &QTimer::timeout, this, &SpendView::refresh);
@@ -123,6 +122,16 @@ QString SpendView::account() const {
 
 void SpendView::refresh() {
     Store *store = service_->store();
+    // Accounts made on the command line meanwhile join the list.
+    const QList<AccountRecord> all = store->accounts();
+    if (all.size() != accounts_->count()) {
+        const QSignalBlocker quiet(accounts_);
+        const QString current = account();
+        accounts_->clear();
+        for (const AccountRecord &a : all)
+            accounts_->addItem(QStringLiteral("%1 (%2)").arg(a.name, a.id), a.id);
+        accounts_->setCurrentIndex(std::max(0, accounts_->findData(current)));
+    }
     const QString id = account();
     const auto acct = store->account(id);
     credit_->setText(acct ? tr("Credit left: %1").arg(moneyText(acct->balanceMicros))
