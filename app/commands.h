@@ -8,6 +8,7 @@ namespace sandcastle {
 struct ServeOptions {
     int port = -1; // -1: the stored setting
     QString listenAddress;
+    bool window = false; // the desktop GUI (main() made a QApplication)
 };
 
 /// Runs the service: record, engine, reconciler, REST API. Until stopped.

@@ -2,13 +2,44 @@
 // subcommands administer its record (keys, credit, settings).
 #include "commands.h"
 
+#include <QApplication>
 #include <QCommandLineParser>
-#include <QCoreApplication>
+
+#include <memory>
 
 using namespace sandcastle;
 
+namespace {
+
+/// `serve` opens the window when there is a display and no --headless.
+/// Decided on the raw arguments: a QApplication must be made (and a
+/// display connected) before the parser runs, and only when wanted.
+bool wantsWindow(int argc, char **argv) {
+    if (qEnvironmentVariableIsEmpty("DISPLAY") && qEnvironmentVariableIsEmpty("WAYLAND_DISPLAY"))
+        return false;
+    static const QList<QByteArray> takesValue = {"--port",    "--listen", "--name",
+                                                 "--account", "--size",   "--run"};
+    QByteArray command;
+    for (int i = 1; i < argc; ++i) {
+        const QByteArray arg(argv[i]);
+        if (arg == "--headless")
+            return false;
+        if (takesValue.contains(arg))
+            ++i; // its value is not the command
+        else if (!arg.startsWith('-') && command.isEmpty())
+            command = arg;
+    }
+    return command == "serve";
+}
+
+} // namespace
+
 int main(int argc, char **argv) {
-    QCoreApplication app(argc, argv);
+    const bool window = wantsWindow(argc, argv);
+    std::unique_ptr<QCoreApplication> application =
+        window ? std::make_unique<QApplication>(argc, argv)
+               : std::make_unique<QCoreApplication>(argc, argv);
+    QCoreApplication &app = *application;
     QCoreApplication::setApplicationName(QStringLiteral("sandcastle"));
     QCoreApplication::setApplicationVersion(QStringLiteral(PROJECT_VERSION));
 
@@ -16,7 +47,8 @@ int main(int argc, char **argv) {
     parser.setApplicationDescription(QStringLiteral(
         "Disposable VM sandboxes for AI agents.\n\n"
         "Commands:\n"
-        "  serve                      run the service (REST API on 127.0.0.1:8765)\n"
+        "  serve                      run the service (REST API on 127.0.0.1:8765); with a\n"
+        "                             display it also opens the window (--headless: not)\n"
         "  keys create|list|revoke ID API keys\n"
         "  credit show|add AMOUNT     prepaid credit of an account\n"
         "  accounts list|create       accounts (create prints the new account's key)\n"
@@ -44,7 +76,7 @@ int main(int argc, char **argv) {
                            QStringLiteral("command"),
                            QStringLiteral("uname -a && id && python3 --version && node --version"));
     QCommandLineOption headless(QStringLiteral("headless"),
-                                QStringLiteral("serve: no window (the default for now)."));
+                                QStringLiteral("serve: no window, even with a display."));
     parser.addOptions({port, listen, name, account, size, run, headless});
     parser.process(app);
 
@@ -61,6 +93,9 @@ int main(int argc, char **argv) {
             }
         }
         o.listenAddress = parser.value(listen);
+        o.window = window;
+        if (window)
+            QApplication::setDesktopFileName(QStringLiteral("sandcastle"));
         return runServe(o);
     }
     if (command == QLatin1String("mcp"))

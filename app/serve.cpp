@@ -4,9 +4,10 @@
 #include "apiserver.h"
 #include "commands.h"
 #include "logging.h"
+#include "mainwindow.h"
 #include "service/sandboxservice.h"
 
-#include <QCoreApplication>
+#include <QApplication>
 #include <QDir>
 #include <QLockFile>
 #include <QSocketNotifier>
@@ -111,6 +112,14 @@ int runServe(const ServeOptions &options) {
     SandboxService service(&engine, store->get(), settings);
     api::ApiServer server(&service);
     quitOnSignals();
+    // The window lives next to the server and follows the service's
+    // signals; closing it asks before anything happens to live sandboxes.
+    std::unique_ptr<ui::MainWindow> window;
+    if (options.window) {
+        QApplication::setQuitOnLastWindowClosed(false);
+        window = std::make_unique<ui::MainWindow>(&service);
+        window->show();
+    }
 
     service.start().then(qApp, [&](Result<void> started) {
         if (!started)
@@ -124,7 +133,13 @@ int runServe(const ServeOptions &options) {
         const QString host = settings.listenAddress.contains(QLatin1Char(':'))
                                  ? QStringLiteral("[%1]").arg(settings.listenAddress)
                                  : settings.listenAddress;
-        say(QStringLiteral("Sandcastle API: http://%1:%2/v1").arg(host).arg(*port));
+        const QString url = QStringLiteral("http://%1:%2/v1").arg(host).arg(*port);
+        say(QStringLiteral("Sandcastle API: ") + url);
+        if (window) {
+            window->setApiUrl(url);
+            if (!firstKey.isEmpty())
+                window->showFirstKey(firstKey);
+        }
         if (!firstKey.isEmpty()) {
             // Printed once and never logged: only its hash is kept.
             say(QStringLiteral("API key (shown once, keep it): %1").arg(firstKey));

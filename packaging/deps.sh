@@ -6,6 +6,9 @@ set -euo pipefail
 packages=(
   # build
   cmake g++ make pkg-config qt6-base-dev qt6-httpserver-dev libgl-dev libvirt-dev clang-format
+  # the desktop window (ui/): widgets, charts (they need Qt's OpenGL headers), SVG icons;
+  # the Wayland platform plugin (X11's comes with Qt)
+  qt6-charts-dev libqt6opengl6-dev qt6-svg-dev qt6-wayland
   # run: the record (Qt's SQLite driver)
   libqt6sql6-sqlite
   # run: libvirt's embedded QEMU driver and QEMU itself

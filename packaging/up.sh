@@ -6,4 +6,11 @@
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 bash "$top/packaging/build.sh"
+# With a display, `serve` opens the window. sudo keeps DISPLAY and XAUTHORITY,
+# but a session that leaves XAUTHORITY unset means ~/.Xauthority, and under
+# sudo ~ is root's: point it at the invoking user's.
+if [ -n "${DISPLAY:-}" ] && [ -z "${XAUTHORITY:-}" ] && [ -n "${SUDO_USER:-}" ]; then
+  user_home=$(getent passwd "$SUDO_USER" | cut -d: -f6)
+  if [ -f "$user_home/.Xauthority" ]; then export XAUTHORITY="$user_home/.Xauthority"; fi
+fi
 exec "$top/build/app/sandcastle" serve "$@"

@@ -95,6 +95,13 @@ public:
     // Lifecycle events (created, running, extended, expired, ...).
     void addEvent(const QString &sandboxId, const QString &kind, const QString &detail = {});
 
+    // Reports for the GUI (reports.cpp).
+    /// Every account's sandboxes, newest first, up to `limit`.
+    QList<SandboxRecord> recentSandboxes(int limit) const;
+    /// Usage charged per minute (bucket: ms since the epoch / 60000, amount
+    /// positive) for an account since `since` ms, oldest first.
+    QList<std::pair<qint64, qint64>> usageByMinute(const QString &accountId, qint64 since) const;
+
 private:
     friend class Transaction;
     explicit Store(QString path, QString connection);
