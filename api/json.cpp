@@ -37,6 +37,7 @@ QJsonObject sandboxJson(const SandboxRecord &r) {
         {QStringLiteral("vcpus"), r.vcpus},
         {QStringLiteral("memory_mib"), r.memoryMiB},
         {QStringLiteral("disk_gib"), r.diskGiB},
+        {QStringLiteral("network"), r.network},
         {QStringLiteral("cost_so_far"), money(r.costMicros)},
         {QStringLiteral("currency"), QStringLiteral("USD")},
         {QStringLiteral("price_per_hour"), money(r.rateMicrosPerHour)},

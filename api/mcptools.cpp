@@ -118,7 +118,13 @@ QJsonArray buildToolList() {
                       prop("integer",
                            QStringLiteral("Lifetime in minutes (default 15, at most 1440); the "
                                           "sandbox is destroyed when it ends."),
-                           {{QStringLiteral("minimum"), 1}, {QStringLiteral("maximum"), 1440}})}},
+                           {{QStringLiteral("minimum"), 1}, {QStringLiteral("maximum"), 1440}})},
+                     {QStringLiteral("network"),
+                      prop("string",
+                           QStringLiteral("internet (default): outbound HTTP(S), DNS, git, pip, "
+                                          "npm; private addresses, the host and SMTP are "
+                                          "blocked. none: no network at all."),
+                           {{QStringLiteral("enum"), QJsonArray{"internet", "none"}}})}},
                     {}),
              false, false),
         tool(QStringLiteral("run_command"), QStringLiteral("Run a shell command"),

@@ -82,14 +82,21 @@ Result<int> intParam(const QUrlQuery &q, const QString &key, int min, int max, i
 } // namespace
 
 Result<CreateRequest> parseCreate(const QByteArray &body, const QByteArray &idempotencyKey) {
-    auto o = objectOf(
-        body, {QStringLiteral("size"), QStringLiteral("name"), QStringLiteral("timeout_minutes")});
+    auto o = objectOf(body, {QStringLiteral("size"), QStringLiteral("name"),
+                             QStringLiteral("timeout_minutes"), QStringLiteral("network")});
     if (!o)
         return std::unexpected(o.error());
     CreateRequest r;
     auto size = string(*o, QStringLiteral("size"), 32);
     auto name = string(*o, QStringLiteral("name"), 128);
     auto minutes = integer(*o, QStringLiteral("timeout_minutes"), 1, 1440, 0);
+    auto network = string(*o, QStringLiteral("network"), 16);
+    if (!network)
+        return std::unexpected(network.error());
+    if (!network->isEmpty() && *network != QLatin1String("internet") &&
+        *network != QLatin1String("none"))
+        return bad(QStringLiteral("network must be \"internet\" (the default) or \"none\""));
+    r.internet = *network != QLatin1String("none");
     if (!size)
         return std::unexpected(size.error());
     if (!name)
@@ -115,7 +122,8 @@ Result<CreateRequest> parseCreate(const QByteArray &body, const QByteArray &idem
         const QByteArray canonical =
             QJsonDocument(QJsonObject{{QStringLiteral("size"), r.size},
                                       {QStringLiteral("name"), r.name},
-                                      {QStringLiteral("timeout_minutes"), r.timeoutMinutes}})
+                                      {QStringLiteral("timeout_minutes"), r.timeoutMinutes},
+                                      {QStringLiteral("internet"), r.internet}})
                 .toJson(QJsonDocument::Compact);
         r.requestHash = QString::fromLatin1(
             QCryptographicHash::hash(canonical, QCryptographicHash::Sha256).toHex());

@@ -83,6 +83,7 @@ int runServe(const ServeOptions &options) {
         settings.listenAddress = options.listenAddress;
     if (config.libvirtUri.isEmpty())
         config.libvirtUri = settings.libvirtUri;
+    config.sandboxDns = settings.sandboxDns;
 
     QString firstKey;
     if ((*store)->accounts().isEmpty()) {
@@ -109,6 +110,9 @@ int runServe(const ServeOptions &options) {
             << (engine.accelerated()
                     ? QStringLiteral("KVM")
                     : QStringLiteral("emulated, slow (%1)").arg(engine.accelReason()));
+    if (!engine.networkProblem().isEmpty())
+        qWarning().noquote() << "sandboxes can only be created with network \"none\":"
+                             << engine.networkProblem();
     SandboxService service(&engine, store->get(), settings);
     api::ApiServer server(&service);
     quitOnSignals();

@@ -13,10 +13,14 @@ packages=(
   libqt6sql6-sqlite
   # run: libvirt's embedded QEMU driver and QEMU itself
   libvirt-daemon-driver-qemu libvirt-daemon-system qemu-system-x86 qemu-utils
+  # run: sandbox networking (a passt per sandbox, the host's nftables filter)
+  passt nftables
   # guest image builder
   mmdebstrap busybox-static cpio e2fsprogs jq
   # end-to-end tests: the seeds' own clients
   python3 python3-requests curl
+  # network tests: a test host in a network namespace (HTTP, git, DNS)
+  iproute2 git dnsmasq-base
 )
 
 missing=()
@@ -26,11 +30,15 @@ done
 # Node.js and npm run the MCP SDK in the tests; a machine that already has
 # them (from any source) keeps its own.
 command -v npm >/dev/null 2>&1 || missing+=(nodejs npm)
-if [ ${#missing[@]} -eq 0 ]; then
-  exit 0
-fi
-echo "installing: ${missing[*]}"
 sudo=""
 [ "$(id -u)" = 0 ] || sudo=sudo
-$sudo apt-get update -q
-DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "installing: ${missing[*]}"
+  $sudo apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+# The user every sandbox's passt runs as: the host filter matches its
+# packets (docs/security.md). No home, no shell, no login.
+if ! getent passwd sandcastle-net >/dev/null; then
+  $sudo useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin sandcastle-net
+fi

@@ -138,6 +138,33 @@ private slots:
         QCOMPARE(count(buildDomainXml(s), QStringLiteral("channel")), 2);
     }
 
+    void networkCardOnlyWithPasst() {
+        // No socket: no network device of any kind (network "none").
+        const QString none = buildDomainXml(sampleSpec());
+        QCOMPARE(count(none, QStringLiteral("interface")), 0);
+        QCOMPARE(count(none, QStringLiteral("commandline")), 0);
+        DomainSpec s = sampleSpec();
+        s.netSocket = QStringLiteral("/data/sbx_abc/net/passt.sock");
+        const QString x = buildDomainXml(s);
+        QXmlStreamReader r(x);
+        QStringList args;
+        while (!r.atEnd()) {
+            r.readNext();
+            if (r.isStartElement() && r.name() == QLatin1String("arg")) {
+                QCOMPARE(r.namespaceUri(),
+                         QLatin1String("http://libvirt.org/schemas/domain/qemu/1.0"));
+                args << r.attributes().value(QStringLiteral("value")).toString();
+            }
+        }
+        QVERIFY(!r.hasError());
+        QCOMPARE(args.size(), 4);
+        QCOMPARE(args[0], QStringLiteral("-netdev"));
+        QCOMPARE(args[1], QStringLiteral("stream,id=net0,server=off,addr.type=unix,addr.path=") +
+                              s.netSocket);
+        QCOMPARE(args[2], QStringLiteral("-device"));
+        QVERIFY(args[3].startsWith(QStringLiteral("virtio-net-pci,netdev=net0,")));
+    }
+
     void hostileNamesAreEscaped() {
         DomainSpec s = sampleSpec();
         s.name = QStringLiteral("a<b>&\"c'</name><evil/>");

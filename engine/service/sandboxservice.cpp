@@ -175,6 +175,7 @@ QFuture<Result<SandboxView>> SandboxService::create(const QString &accountId,
     rec.vcpus = size->vcpus;
     rec.memoryMiB = size->memoryMiB;
     rec.diskGiB = size->diskGiB;
+    rec.network = request.internet ? QStringLiteral("internet") : QStringLiteral("none");
     rec.status = SandboxStatus::Creating;
     rec.createdAt = now;
     rec.expiresAt = now + minutes * 60000ll;
@@ -189,7 +190,7 @@ QFuture<Result<SandboxView>> SandboxService::create(const QString &accountId,
     creating_.insert(rec.id, waiters);
     QFuture<Result<SandboxView>> mine = waiters->wait();
     const QString id = rec.id;
-    engine_->create({rec.size, rec.name, rec.id})
+    engine_->create({rec.size, rec.name, rec.id, request.internet})
         .then(this, [this, id, waiters](Result<SandboxInfo> info) {
             auto finish = [&](Result<SandboxView> v) {
                 creating_.remove(id);

@@ -23,6 +23,7 @@ struct CreateRequest {
     QString size;           // empty: the default size
     QString name;           // may be empty
     int timeoutMinutes = 0; // 0: the default lifetime
+    bool internet = true;   // false: network "none", no network card
     QString idempotencyKey; // empty: none
     QString requestHash;    // identifies the request body for the key
 };

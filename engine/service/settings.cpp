@@ -2,6 +2,7 @@
 
 #include "../sizes.h"
 
+#include <QHostAddress>
 #include <QRegularExpression>
 #include <QUrl>
 #include <QtDebug>
@@ -76,6 +77,8 @@ QList<std::pair<QString, QString>> Settings::describe() {
          QStringLiteral("how often the record is compared with libvirt (500-600000)")},
         {QStringLiteral("allowed_origins"),
          QStringLiteral("extra browser origins allowed to call the API, comma separated")},
+        {QStringLiteral("sandbox_dns"),
+         QStringLiteral("IPv4 resolvers for sandboxes, comma separated (empty: the host's)")},
     };
 }
 
@@ -144,6 +147,22 @@ Result<void> Settings::set(const QString &key, const QString &value) {
             origins << o.trimmed();
         }
         allowedOrigins = origins;
+    } else if (key == QLatin1String("sandbox_dns")) {
+        QStringList servers;
+        for (const QString &part : value.split(QLatin1Char(','), Qt::SkipEmptyParts)) {
+            QHostAddress address;
+            if (!address.setAddress(part.trimmed()) ||
+                address.protocol() != QHostAddress::IPv4Protocol || address.isLoopback())
+                return fail(Kind::InvalidArgument,
+                            QStringLiteral("'%1' is not an IPv4 resolver a sandbox can reach "
+                                           "(such as 1.1.1.1; loopback is the host's own)")
+                                .arg(part.left(80)));
+            servers << address.toString();
+        }
+        if (servers.size() > 3)
+            return fail(Kind::InvalidArgument,
+                        QStringLiteral("sandbox_dns takes at most three resolvers"));
+        sandboxDns = servers;
     } else {
         return fail(Kind::InvalidArgument,
                     QStringLiteral("unknown setting '%1': `sandcastle config list` shows them")
@@ -173,6 +192,8 @@ QString Settings::value(const QString &key) const {
         return QString::number(reconcileIntervalMs);
     if (key == QLatin1String("allowed_origins"))
         return allowedOrigins.join(QLatin1Char(','));
+    if (key == QLatin1String("sandbox_dns"))
+        return sandboxDns.join(QLatin1Char(','));
     return {};
 }
 

@@ -22,6 +22,7 @@ struct Settings {
     QString libvirtUri;                       // empty: the embedded driver
     int reconcileIntervalMs = 5000;
     QStringList allowedOrigins; // besides the loopback origins of the port
+    QStringList sandboxDns;     // empty: the host's resolvers
 
     Settings();
     /// The stored values over the defaults. Values are checked when stored,

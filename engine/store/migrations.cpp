@@ -76,6 +76,10 @@ const QList<QStringList> &migrations() {
                            " detail TEXT NOT NULL DEFAULT '')"),
             QStringLiteral("CREATE INDEX events_by_sandbox ON events(sandbox_id, id)"),
         },
+        // 2: the network a sandbox has. Sandboxes from before had none.
+        {
+            QStringLiteral("ALTER TABLE sandboxes ADD COLUMN network TEXT NOT NULL DEFAULT 'none'"),
+        },
     };
     return steps;
 }

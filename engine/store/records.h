@@ -42,6 +42,7 @@ struct SandboxRecord {
     int vcpus = 0;
     int memoryMiB = 0;
     int diskGiB = 0;
+    QString network = QStringLiteral("internet"); // "internet" or "none"
     SandboxStatus status = SandboxStatus::Creating;
     QString statusReason; // why it ended, when it did not end by DELETE
     // While stopping: the status it ends in (expired, destroyed or error),

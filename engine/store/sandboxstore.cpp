@@ -47,7 +47,7 @@ namespace {
 const QString kSandboxColumns = QStringLiteral(
     "id, account_id, name, size, vcpus, memory_mib, disk_gib, status, status_reason,"
     " ending_status, created_at, expires_at, ended_at, timeout_minutes, rate_micros_per_hour,"
-    " cost_micros, charged_until, boot_ms");
+    " cost_micros, charged_until, boot_ms, network");
 
 SandboxRecord sandboxFrom(const QSqlQuery &q) {
     SandboxRecord r;
@@ -69,6 +69,7 @@ SandboxRecord sandboxFrom(const QSqlQuery &q) {
     r.costMicros = q.value(15).toLongLong();
     r.chargedUntil = q.value(16).toLongLong();
     r.bootMs = q.value(17).toLongLong();
+    r.network = q.value(18).toString();
     return r;
 }
 
@@ -113,12 +114,12 @@ Result<void> Store::insertSandbox(const SandboxRecord &r, const QString &idempot
     if (auto ok = t.begun(); !ok)
         return ok;
     auto q = run(QStringLiteral("INSERT INTO sandboxes(%1) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?,"
-                                " ?, ?, ?, ?, ?, ?, ?, ?)")
+                                " ?, ?, ?, ?, ?, ?, ?, ?, ?)")
                      .arg(kSandboxColumns),
                  {r.id, r.accountId, r.name, r.size, r.vcpus, r.memoryMiB, r.diskGiB,
                   statusName(r.status), r.statusReason, statusName(r.endingStatus), r.createdAt,
                   r.expiresAt, r.endedAt, r.timeoutMinutes, r.rateMicrosPerHour, r.costMicros,
-                  r.chargedUntil, r.bootMs});
+                  r.chargedUntil, r.bootMs, r.network});
     if (q && !idempotencyKey.isEmpty())
         q = run(QStringLiteral("INSERT INTO idempotency(account_id, key, request_hash,"
                                " sandbox_id, created_at) VALUES(?, ?, ?, ?, ?)"

@@ -63,9 +63,12 @@ public:
         process_->setProcessChannelMode(QProcess::SeparateChannels);
         process_->setStandardErrorFile(dataDir_ + QStringLiteral("/serve.stderr"),
                                        QIODevice::Append);
-        process_->start(sandcastleBinary(), {QStringLiteral("serve"), QStringLiteral("--port"),
-                                             QString::number(port_)});
-        static const QRegularExpression url(QStringLiteral("(http://127\\.0\\.0\\.1:\\d+/v1)"));
+        QStringList args = {QStringLiteral("serve"), QStringLiteral("--port"),
+                            QString::number(port_)};
+        if (!listen_.isEmpty())
+            args << QStringLiteral("--listen") << listen_;
+        process_->start(sandcastleBinary(), args);
+        static const QRegularExpression url(QStringLiteral("http://[0-9.]+:(\\d+)/v1"));
         QString seen;
         const bool ok = QTest::qWaitFor(
             [&] {
@@ -75,7 +78,8 @@ public:
             timeoutMs);
         if (!ok || !url.match(seen).hasMatch())
             return false;
-        base_ = url.match(seen).captured(1);
+        // Whatever address it listens on, the tests come in over loopback.
+        base_ = QStringLiteral("http://127.0.0.1:%1/v1").arg(url.match(seen).captured(1));
         if (const QString k = keyIn(seen); !k.isEmpty())
             key_ = k;
         return true;
@@ -98,6 +102,8 @@ public:
     bool running() const { return process_ && process_->state() == QProcess::Running; }
     /// The port of the next start (0: any free one).
     void setPort(int port) { port_ = port; }
+    /// The address of the next start (empty: the setting, loopback).
+    void setListen(const QString &address) { listen_ = address; }
     QString base() const { return base_; }
     QString key() const { return key_; }
     QString dataDir() const { return dataDir_; }
@@ -113,6 +119,7 @@ private:
     QString base_;
     QString key_;
     int port_ = 0;
+    QString listen_;
 };
 
 /// A TCP port that is free right now.

@@ -1,0 +1,325 @@
+// The egress policy, through the real API and real VMs, against a test
+// host in a network namespace (tests/support/testhost.sh): what must work
+// from a sandbox does (DNS, HTTP, git clone, pip install), and every way
+// out that must not work fails: the host's API through every address the
+// guest can name, private, carrier-NAT and link-local ranges (the metadata
+// address), SMTP ports. Each blocked destination is first shown reachable
+// from the host itself, so a failure in the guest is the policy's doing.
+// Each layer is also tried alone: the host filter as passt's user, the
+// guest's rules with the host filter taken away.
+#include "support/service.h"
+
+#include <QTemporaryDir>
+
+using namespace testing;
+
+namespace {
+
+const QString kTestHost = QStringLiteral("198.51.100.2");
+const QStringList kPrivate = {QStringLiteral("10.99.0.2"), QStringLiteral("172.31.99.2"),
+                              QStringLiteral("192.168.99.2"), QStringLiteral("100.100.99.2"),
+                              QStringLiteral("169.254.169.254")};
+
+/// Runs a host command; returns its exit code (stdout into `out`).
+int host(const QString &program, const QStringList &args, QString *out = nullptr) {
+    QProcess p;
+    p.setProcessChannelMode(QProcess::ForwardedErrorChannel);
+    p.start(program, args);
+    p.waitForFinished(60000);
+    if (out)
+        *out = QString::fromUtf8(p.readAllStandardOutput());
+    return p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1;
+}
+
+/// The HTTP status curl got from `url` on the host ("000": no connection).
+QString hostCurl(const QString &url, bool asNetUser = false) {
+    QStringList args = {QStringLiteral("-s"),
+                        QStringLiteral("-o"),
+                        QStringLiteral("/dev/null"),
+                        QStringLiteral("-w"),
+                        QStringLiteral("%{http_code}"),
+                        QStringLiteral("--max-time"),
+                        QStringLiteral("3"),
+                        url};
+    QString program = QStringLiteral("curl");
+    if (asNetUser) {
+        args = QStringList{QStringLiteral("--reuid"),        QStringLiteral("sandcastle-net"),
+                           QStringLiteral("--regid"),        QStringLiteral("sandcastle-net"),
+                           QStringLiteral("--clear-groups"), program} +
+               args;
+        program = QStringLiteral("setpriv");
+    }
+    QString out;
+    host(program, args, &out);
+    return out;
+}
+
+/// Whether a TCP connection to address:port opens, from the host.
+bool hostConnects(const QString &address, int port, bool asNetUser = false) {
+    const QString script = QStringLiteral("exec 3<>/dev/tcp/%1/%2").arg(address).arg(port);
+    QStringList args = {QStringLiteral("3"), QStringLiteral("bash"), QStringLiteral("-c"), script};
+    if (!asNetUser)
+        return host(QStringLiteral("timeout"), args) == 0;
+    return host(QStringLiteral("setpriv"),
+                QStringList{QStringLiteral("--reuid"), QStringLiteral("sandcastle-net"),
+                            QStringLiteral("--regid"), QStringLiteral("sandcastle-net"),
+                            QStringLiteral("--clear-groups"), QStringLiteral("timeout")} +
+                    args) == 0;
+}
+
+bool hostFilterLoaded() {
+    return host(QStringLiteral("nft"), {QStringLiteral("list"), QStringLiteral("table"),
+                                        QStringLiteral("inet"), QStringLiteral("sandcastle")}) == 0;
+}
+
+} // namespace
+
+class TestNetworkVm : public QObject {
+    Q_OBJECT
+private:
+    QTemporaryDir dir{QStringLiteral("/tmp/sc-net-XXXXXX")};
+    const QString ns = QStringLiteral("sct%1").arg(QCoreApplication::applicationPid() % 100000);
+    std::unique_ptr<Service> service;
+    std::unique_ptr<Http> http;
+    QString online;  // network "internet"
+    QString offline; // network "none"
+    int apiPort = 0;
+
+    Reply exec(const QString &id, const QString &command, int timeoutMs = 120000) {
+        return http->call("POST", QStringLiteral("/sandboxes/%1/exec").arg(id),
+                          QJsonObject{{"command", command}, {"timeout_ms", timeoutMs}});
+    }
+    QString out(const Reply &r) { return r.json.value("stdout").toString(); }
+    int code(const Reply &r) { return r.json.value("exit_code").toInt(-1); }
+
+    /// The HTTP status the guest's curl got ("000": no connection).
+    QString guestCurl(const QString &id, const QString &url) {
+        return out(exec(id, QStringLiteral("curl -s -o /dev/null -w '%{http_code}' "
+                                           "--connect-timeout 3 --max-time 5 %1")
+                                .arg(url)));
+    }
+    bool guestConnects(const QString &id, const QString &address, int port) {
+        Reply r = exec(
+            id,
+            QStringLiteral("timeout 5 bash -c 'exec 3<>/dev/tcp/%1/%2'").arg(address).arg(port));
+        return code(r) == 0;
+    }
+    /// Every IPv4 address of the host but loopback.
+    QStringList hostAddresses() {
+        QString text;
+        host(QStringLiteral("ip"),
+             {QStringLiteral("-4"), QStringLiteral("-o"), QStringLiteral("addr"),
+              QStringLiteral("show")},
+             &text);
+        QStringList out;
+        static const QRegularExpression re(QStringLiteral("inet (\\d+\\.\\d+\\.\\d+\\.\\d+)/"));
+        for (auto it = re.globalMatch(text); it.hasNext();) {
+            const QString a = it.next().captured(1);
+            if (!a.startsWith(QLatin1String("127.")))
+                out << a;
+        }
+        return out;
+    }
+
+private slots:
+    void initTestCase() {
+        QVERIFY(dir.isValid());
+        QCOMPARE(
+            host(QStringLiteral("bash"), {QStringLiteral(SOURCE_DIR "/tests/support/testhost.sh"),
+                                          QStringLiteral("up"), ns, dir.path() + "/host"}),
+            0);
+        // The sandboxes' resolver is the test host's; the API listens on
+        // every host address, so only the policy keeps the guest from it.
+        int rc = -1;
+        admin(dir.path(),
+              {QStringLiteral("config"), QStringLiteral("set"), QStringLiteral("sandbox_dns"),
+               kTestHost},
+              &rc);
+        QCOMPARE(rc, 0);
+        service = std::make_unique<Service>(dir.path());
+        apiPort = freePort();
+        service->setPort(apiPort);
+        service->setListen(QStringLiteral("0.0.0.0"));
+        QVERIFY(service->start());
+        http = std::make_unique<Http>(service->base(), service->key());
+        Reply a = http->call("POST", QStringLiteral("/sandboxes"), QByteArray("{}"));
+        Reply b =
+            http->call("POST", QStringLiteral("/sandboxes"), QByteArray(R"({"network":"none"})"));
+        QCOMPARE(a.status, 201);
+        QCOMPARE(b.status, 201);
+        QCOMPARE(a.json.value("network").toString(), QStringLiteral("internet"));
+        QCOMPARE(b.json.value("network").toString(), QStringLiteral("none"));
+        online = a.json.value("id").toString();
+        offline = b.json.value("id").toString();
+    }
+
+    void dnsHttpGitAndPipWork() {
+        Reply r = exec(online, QStringLiteral("getent hosts git.sandcastle.test && "
+                                              "curl -sS http://git.sandcastle.test/hello.txt"));
+        QCOMPARE(code(r), 0);
+        QCOMPARE(out(r), QStringLiteral("198.51.100.2    git.sandcastle.test\n"
+                                        "hello from the test host\n"));
+        r = exec(online, QStringLiteral("cd /workspace && git clone -q "
+                                        "http://git.sandcastle.test/repo.git && "
+                                        "python3 repo/main.py"));
+        QCOMPARE(code(r), 0);
+        QCOMPARE(out(r), QStringLiteral("cloned\n"));
+        r = exec(online,
+                 QStringLiteral("pip install -q --user --break-system-packages "
+                                "--index-url http://pypi.sandcastle.test/simple/ "
+                                "--trusted-host pypi.sandcastle.test sc-hello && "
+                                "python3 -c 'import sc_hello; print(sc_hello.GREETING)'"),
+                 300000);
+        QCOMPARE(code(r), 0);
+        QCOMPARE(out(r), QStringLiteral("hello from the package index\n"));
+    }
+
+    void hostApiIsUnreachable() {
+        // 10.0.2.2 is the guest's gateway: passt would map it to the
+        // host's loopback without --no-map-gw.
+        QStringList addresses = hostAddresses();
+        QVERIFY(addresses.contains(QStringLiteral("198.51.100.1")));
+        for (const QString &a : addresses)
+            QVERIFY2(hostCurl(QStringLiteral("http://%1:%2/v1/sizes").arg(a).arg(apiPort)) != "000",
+                     qPrintable(a + " does not answer from the host"));
+        addresses << QStringLiteral("10.0.2.2") << QStringLiteral("10.0.2.3")
+                  << QStringLiteral("127.0.0.1");
+        for (const QString &a : addresses)
+            QVERIFY2(
+                guestCurl(online, QStringLiteral("http://%1:%2/v1/sizes").arg(a).arg(apiPort)) ==
+                    "000",
+                qPrintable(a + " reached the API from the guest"));
+    }
+
+    void privateRangesAndMetadataAreBlocked() {
+        for (const QString &a : kPrivate) {
+            const QString url = QStringLiteral("http://%1/hello.txt").arg(a);
+            QCOMPARE(hostCurl(url), QStringLiteral("200"));
+            QVERIFY2(guestCurl(online, url) == "000", qPrintable(a));
+        }
+        // The same server at its public-looking address answers.
+        QCOMPARE(guestCurl(online, QStringLiteral("http://%1/hello.txt").arg(kTestHost)),
+                 QStringLiteral("200"));
+    }
+
+    void smtpPortsAreBlocked() {
+        for (int port : {25, 465, 587}) {
+            QVERIFY(hostConnects(kTestHost, port));
+            QVERIFY2(!guestConnects(online, kTestHost, port), qPrintable(QString::number(port)));
+        }
+        QVERIFY(guestConnects(online, kTestHost, 80));
+    }
+
+    void hostFilterAloneBlocks() {
+        // What passt's user may do on the host, whatever the guest's rules.
+        QCOMPARE(hostCurl(QStringLiteral("http://%1/hello.txt").arg(kTestHost), true),
+                 QStringLiteral("200"));
+        for (const QString &a : kPrivate)
+            QCOMPARE(hostCurl(QStringLiteral("http://%1/hello.txt").arg(a), true),
+                     QStringLiteral("000"));
+        const QStringList local = hostAddresses() << QStringLiteral("127.0.0.1");
+        for (const QString &a : local)
+            QCOMPARE(hostCurl(QStringLiteral("http://%1:%2/v1/sizes").arg(a).arg(apiPort), true),
+                     QStringLiteral("000"));
+        for (int port : {25, 465, 587})
+            QVERIFY(!hostConnects(kTestHost, port, true));
+    }
+
+    void guestRulesAloneBlock() {
+        // Take the host filter away for a moment: the guest's own rules
+        // still hold. Another Sandcastle on this machine (a parallel test)
+        // may load the table again meanwhile: then the round is repeated.
+        QString saved;
+        QCOMPARE(host(QStringLiteral("nft"),
+                      {QStringLiteral("list"), QStringLiteral("table"), QStringLiteral("inet"),
+                       QStringLiteral("sandcastle")},
+                      &saved),
+                 0);
+        bool privateBlocked = true, smtpBlocked = true, alone = false;
+        QString apiFromGuest;
+        for (int round = 0; round < 3 && !alone; ++round) {
+            host(QStringLiteral("nft"), {QStringLiteral("delete"), QStringLiteral("table"),
+                                         QStringLiteral("inet"), QStringLiteral("sandcastle")});
+            for (const QString &a : kPrivate)
+                privateBlocked &=
+                    guestCurl(online, QStringLiteral("http://%1/hello.txt").arg(a)) == "000";
+            for (int port : {25, 465, 587})
+                smtpBlocked &= !guestConnects(online, kTestHost, port);
+            apiFromGuest =
+                guestCurl(online, QStringLiteral("http://198.51.100.1:%1/v1/sizes").arg(apiPort));
+            alone = !hostFilterLoaded();
+        }
+        QProcess restore;
+        restore.start(QStringLiteral("nft"), {QStringLiteral("-f"), QStringLiteral("-")});
+        restore.write(saved.toUtf8());
+        restore.closeWriteChannel();
+        QVERIFY(restore.waitForFinished(30000));
+        QVERIFY(hostFilterLoaded());
+        QVERIFY2(alone, "the host filter came back during every round");
+        QVERIFY(privateBlocked);
+        QVERIFY(smtpBlocked);
+        // The host's address on a public-looking range is the one thing
+        // only the host filter knows to block.
+        QVERIFY2(apiFromGuest != "000", "expected only the host layer to stop this");
+    }
+
+    void guestCannotChangeItsNetwork() {
+        for (const QString &command :
+             {QStringLiteral("nft flush ruleset"), QStringLiteral("ip link set eth0 down"),
+              QStringLiteral("ip addr add 10.99.0.9/24 dev eth0"),
+              QStringLiteral("ip route add 10.99.0.0/24 dev eth0"),
+              QStringLiteral("echo nameserver 1.1.1.1 >> /etc/resolv.conf")}) {
+            Reply r = exec(online, command);
+            QVERIFY2(code(r) != 0, qPrintable(command));
+        }
+        QCOMPARE(guestCurl(online, QStringLiteral("http://%1/hello.txt").arg(kTestHost)),
+                 QStringLiteral("200"));
+    }
+
+    void networkNoneHasNoNetwork() {
+        Reply r = exec(offline, QStringLiteral("ls /sys/class/net"));
+        QCOMPARE(out(r), QStringLiteral("lo\n"));
+        QCOMPARE(guestCurl(offline, QStringLiteral("http://%1/hello.txt").arg(kTestHost)),
+                 QStringLiteral("000"));
+        Reply bad =
+            http->call("POST", QStringLiteral("/sandboxes"), QByteArray(R"({"network":"wifi"})"));
+        QCOMPARE(bad.status, 400);
+        QVERIFY(bad.json.value("error").toObject().value("message").toString().contains(
+            QStringLiteral("internet")));
+    }
+
+    void passtRunsUnprivilegedAndEndsWithItsVm() {
+        QString pids;
+        host(QStringLiteral("pgrep"), {QStringLiteral("-f"), dir.path() + "/sandboxes/" + online},
+             &pids);
+        int passts = 0;
+        for (const QString &pid : pids.split(QLatin1Char('\n'), Qt::SkipEmptyParts)) {
+            QFile status(QStringLiteral("/proc/%1/status").arg(pid));
+            if (!status.open(QIODevice::ReadOnly))
+                continue;
+            const QString text = QString::fromUtf8(status.readAll());
+            // QEMU and passt: neither runs as root, both under seccomp.
+            QVERIFY2(!text.contains(QRegularExpression(QStringLiteral("\nUid:\\s+0\\s"))),
+                     qPrintable(text.left(200)));
+            QVERIFY(text.contains(QRegularExpression(QStringLiteral("\nSeccomp:\\s+2"))));
+            passts += text.startsWith(QLatin1String("Name:\tpasst"));
+        }
+        QCOMPARE(passts, 1);
+        QCOMPARE(http->call("DELETE", QStringLiteral("/sandboxes/") + online).status, 200);
+        QTRY_COMPARE_WITH_TIMEOUT(host(QStringLiteral("pgrep"),
+                                       {QStringLiteral("-f"), dir.path() + "/sandboxes/" + online}),
+                                  1, 30000); // pgrep: 1 when nothing matches
+        online.clear();
+    }
+
+    void cleanupTestCase() {
+        if (service)
+            service->destroyLiveAndTerminate();
+        host(QStringLiteral("bash"),
+             {QStringLiteral(SOURCE_DIR "/tests/support/testhost.sh"), QStringLiteral("down"), ns});
+        QTRY_COMPARE_WITH_TIMEOUT(qemuProcessesWith(dir.path()), 0, 60000);
+    }
+};
+
+QTEST_GUILESS_MAIN(TestNetworkVm)
+#include "tst_network_vm.moc"
