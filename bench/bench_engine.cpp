@@ -200,21 +200,28 @@ int main(int argc, char **argv) {
     printf("Sandcastle engine benchmark: %s, %d CPUs\n", kvm ? "KVM" : "emulated (TCG)",
            QThread::idealThreadCount());
 
-    // 1. Cold boots, interleaved with the bare-QEMU floor.
-    QList<double> floorMs, createMs;
+    // 1. Cold boots, interleaved with the bare-QEMU floor: with a network
+    // (passt, guest rules, addresses) and without one.
+    QList<double> floorMs, createMs, offlineMs;
     for (int i = 0; i < nBoots; ++i) {
         floorMs << bareQemuBootMs(image, kvm);
-        QElapsedTimer t;
-        t.start();
-        SandboxInfo box = orDie(await(engine.create({})), "create");
-        createMs << t.nsecsElapsed() / 1e6;
-        orDie(await(engine.destroy(box.id)), "destroy");
+        for (bool internet : {true, false}) {
+            QElapsedTimer t;
+            t.start();
+            CreateOptions options;
+            options.internet = internet;
+            SandboxInfo box = orDie(await(engine.create(options)), "create");
+            (internet ? createMs : offlineMs) << t.nsecsElapsed() / 1e6;
+            orDie(await(engine.destroy(box.id)), "destroy");
+        }
     }
-    Stats fl = stats(floorMs), cr = stats(createMs);
+    Stats fl = stats(floorMs), cr = stats(createMs), off = stats(offlineMs);
     printf("\ncold boot, %d runs each (median / min)\n", nBoots);
     printf("  bare qemu to first userspace line   %8.0f / %6.0f ms\n", fl.median, fl.min);
     printf("  engine create -> agent ready        %8.0f / %6.0f ms\n", cr.median, cr.min);
+    printf("  the same, network \"none\"           %8.0f / %6.0f ms\n", off.median, off.min);
     printf("  ratio create / floor (medians)      %8.2f\n", cr.median / fl.median);
+    printf("  ratio internet / none (medians)     %8.2f\n", cr.median / off.median);
 
     // 2. One sandbox for the rest: exec round trips, ours and qemu-ga's.
     SandboxInfo box = orDie(await(engine.create({})), "create");

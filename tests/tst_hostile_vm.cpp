@@ -1,8 +1,8 @@
 // A hostile guest, through the real API and real VMs: from inside one
 // sandbox, attacks on the guest itself are tried; each must fail or be
 // contained, the attacked sandbox must stay usable, and a second, busy
-// sandbox must keep working. (Network attacks join this suite with the
-// egress policy.)
+// sandbox must keep working. The network attacks are in tst_network_vm,
+// next to the test host they need.
 #include "support/service.h"
 
 #include <QFileInfo>

@@ -47,7 +47,8 @@ SandboxDetail::SandboxDetail(SandboxService *service, QWidget *parent)
     destroy_->setObjectName(QStringLiteral("destroyButton"));
     copyId_->setObjectName(QStringLiteral("copyIdButton"));
     command_->setObjectName(QStringLiteral("commandBox"));
-    command_->setPlaceholderText(tr("Command to run in the sandbox (bash -c), e.g. ls -la"));
+    command_->setPlaceholderText(
+        tr("Command to run in the sandbox as its user (sh -c), e.g. ls -la"));
     run_->setObjectName(QStringLiteral("runButton"));
     output_->setObjectName(QStringLiteral("commandOutput"));
     output_->setReadOnly(true);
