@@ -35,10 +35,21 @@ bool wantsWindow(int argc, char **argv) {
 } // namespace
 
 int main(int argc, char **argv) {
-    const bool window = wantsWindow(argc, argv);
+    bool window = wantsWindow(argc, argv);
+    // A display that is named but unreachable (a stale DISPLAY over ssh)
+    // must not take the service down: Qt falls back to no screen at all.
+    if (window && qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM"))
+        qputenv("QT_QPA_PLATFORM", qEnvironmentVariableIsEmpty("WAYLAND_DISPLAY")
+                                       ? "xcb;offscreen"
+                                       : "wayland;xcb;offscreen");
     std::unique_ptr<QCoreApplication> application =
         window ? std::make_unique<QApplication>(argc, argv)
                : std::make_unique<QCoreApplication>(argc, argv);
+    if (window && QGuiApplication::platformName() == QLatin1String("offscreen") &&
+        qEnvironmentVariable("QT_QPA_PLATFORM") != QLatin1String("offscreen")) {
+        fprintf(stderr, "sandcastle: the display cannot be reached; running without a window\n");
+        window = false;
+    }
     QCoreApplication &app = *application;
     QCoreApplication::setApplicationName(QStringLiteral("sandcastle"));
     QCoreApplication::setApplicationVersion(QStringLiteral(PROJECT_VERSION));

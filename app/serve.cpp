@@ -5,6 +5,7 @@
 #include "commands.h"
 #include "logging.h"
 #include "mainwindow.h"
+#include "network/egress.h"
 #include "service/sandboxservice.h"
 
 #include <QApplication>
@@ -113,6 +114,9 @@ int runServe(const ServeOptions &options) {
     if (!engine.networkProblem().isEmpty())
         qWarning().noquote() << "sandboxes can only be created with network \"none\":"
                              << engine.networkProblem();
+    else if (config.sandboxDns.isEmpty() && egress::hostDnsServers().isEmpty())
+        qWarning().noquote() << "the host names no IPv4 resolver a sandbox can reach: sandboxes "
+                                "get no DNS until `sandcastle config set sandbox_dns ...`";
     SandboxService service(&engine, store->get(), settings);
     api::ApiServer server(&service);
     quitOnSignals();

@@ -18,7 +18,7 @@ packages=(
   # guest image builder
   mmdebstrap busybox-static cpio e2fsprogs jq
   # end-to-end tests: the seeds' own clients
-  python3 python3-requests curl
+  python3 python3-requests curl openssl
   # network tests: a test host in a network namespace (HTTP, git, DNS)
   iproute2 git dnsmasq-base
 )

@@ -151,27 +151,73 @@ private slots:
         QCOMPARE(b.json.value("network").toString(), QStringLiteral("none"));
         online = a.json.value("id").toString();
         offline = b.json.value("id").toString();
+        // The offline sandbox is the busy neighbour: it counts while the
+        // other one attacks (checked at the end).
+        QCOMPARE(code(exec(offline, QStringLiteral("nohup sh -c 'while :; do date +%s >> "
+                                                   "/workspace/ticks; sleep 0.5; done' "
+                                                   ">/dev/null 2>&1 &"))),
+                 0);
     }
 
-    void dnsHttpGitAndPipWork() {
+    void dnsAndHttpWork() {
         Reply r = exec(online, QStringLiteral("getent hosts git.sandcastle.test && "
                                               "curl -sS http://git.sandcastle.test/hello.txt"));
         QCOMPARE(code(r), 0);
         QCOMPARE(out(r), QStringLiteral("198.51.100.2    git.sandcastle.test\n"
                                         "hello from the test host\n"));
-        r = exec(online, QStringLiteral("cd /workspace && git clone -q "
-                                        "http://git.sandcastle.test/repo.git && "
-                                        "python3 repo/main.py"));
+    }
+
+    void httpsWorks() {
+        // The test host's certificate is self-signed: the guest is told to
+        // trust it, as a company CA would be.
+        QFile cert(dir.path() + "/host/cert.pem");
+        QVERIFY(cert.open(QIODevice::ReadOnly));
+        QCOMPARE(
+            http->call("PUT",
+                       QStringLiteral("/sandboxes/%1/files?path=/workspace/ca.pem").arg(online),
+                       cert.readAll())
+                .status,
+            200);
+        Reply r = exec(online, QStringLiteral("curl -sS --cacert /workspace/ca.pem "
+                                              "https://web.sandcastle.test/hello.txt"));
         QCOMPARE(code(r), 0);
-        QCOMPARE(out(r), QStringLiteral("cloned\n"));
-        r = exec(online,
-                 QStringLiteral("pip install -q --user --break-system-packages "
-                                "--index-url http://pypi.sandcastle.test/simple/ "
-                                "--trusted-host pypi.sandcastle.test sc-hello && "
-                                "python3 -c 'import sc_hello; print(sc_hello.GREETING)'"),
-                 300000);
+        QCOMPARE(out(r), QStringLiteral("hello from the test host\n"));
+        // And a certificate it was not told to trust is refused.
+        QCOMPARE(
+            code(exec(online, QStringLiteral("curl -sS https://web.sandcastle.test/hello.txt"))),
+            60);
+    }
+
+    void gitCloneWorks() {
+        Reply r = exec(online, QStringLiteral("cd /workspace && git clone -q "
+                                              "http://git.sandcastle.test/repo.git && "
+                                              "git -c http.sslCAInfo=/workspace/ca.pem clone -q "
+                                              "https://git.sandcastle.test/repo.git repo2 && "
+                                              "python3 repo/main.py && python3 repo2/main.py"));
+        QCOMPARE(code(r), 0);
+        QCOMPARE(out(r), QStringLiteral("cloned\ncloned\n"));
+    }
+
+    void pipAndNpmInstallWork() {
+        Reply r = exec(online,
+                       QStringLiteral("pip install -q --user --break-system-packages "
+                                      "--index-url http://pypi.sandcastle.test/simple/ "
+                                      "--trusted-host pypi.sandcastle.test sc-hello && "
+                                      "python3 -c 'import sc_hello; print(sc_hello.GREETING)'"),
+                       300000);
         QCOMPARE(code(r), 0);
         QCOMPARE(out(r), QStringLiteral("hello from the package index\n"));
+        r = exec(online,
+                 QStringLiteral("mkdir -p /workspace/app && cd /workspace/app && "
+                                "echo '{}' > package.json && "
+                                "npm install --no-audit --no-fund --no-update-notifier "
+                                "--loglevel=error "
+                                "http://npm.sandcastle.test/sc-hello-npm-1.0.0.tgz && "
+                                "node -e 'console.log(require(\"sc-hello-npm\"))'"),
+                 300000);
+        QCOMPARE(code(r), 0);
+        QVERIFY2(out(r).endsWith(QStringLiteral("hello from the npm tarball\n")),
+                 qPrintable(out(r) + r.json.value("stderr").toString()));
     }
 
     void hostApiIsUnreachable() {
@@ -274,6 +320,18 @@ private slots:
         }
         QCOMPARE(guestCurl(online, QStringLiteral("http://%1/hello.txt").arg(kTestHost)),
                  QStringLiteral("200"));
+    }
+
+    void neighbourKeptWorking() {
+        const int before = out(exec(offline, QStringLiteral("wc -l < /workspace/ticks"))).toInt();
+        QVERIFY(before > 10);
+        QVERIFY(QTest::qWaitFor(
+            [&] {
+                return out(exec(offline, QStringLiteral("wc -l < /workspace/ticks"))).toInt() >
+                       before;
+            },
+            30000));
+        QCOMPARE(out(exec(online, QStringLiteral("echo alive"))), QStringLiteral("alive\n"));
     }
 
     void networkNoneHasNoNetwork() {

@@ -60,6 +60,11 @@ MainWindow::MainWindow(SandboxService *service, QWidget *parent)
                            "several times longer)"));
         accel_->setToolTip(engine->accelReason());
     }
+    if (!engine->networkProblem().isEmpty()) {
+        // Sandboxes with internet cannot be created: say so where it shows.
+        accel_->setText(accel_->text() + tr(" · no sandbox networking (network \"none\" only)"));
+        accel_->setToolTip(accel_->toolTip() + QLatin1Char('\n') + engine->networkProblem());
+    }
     statusBar()->addWidget(accel_, 1);
     statusBar()->addPermanentWidget(live_);
     statusBar()->addPermanentWidget(api_);

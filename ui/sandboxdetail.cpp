@@ -124,9 +124,10 @@ void SandboxDetail::refresh() {
     }
     title_->setText(rec->name.isEmpty() ? rec->id
                                         : QStringLiteral("%1 — %2").arg(rec->name, rec->id));
-    QString facts = tr("%1, %2 · created %3 · expires %4 · spend %5")
-                        .arg(statusName(rec->status), rec->size, timeText(rec->createdAt),
-                             timeText(rec->expiresAt), moneyText(rec->costMicros));
+    QString facts =
+        tr("%1, %2, network %3 · created %4 · expires %5 · spend %6")
+            .arg(statusName(rec->status), rec->size, rec->network, timeText(rec->createdAt),
+                 timeText(rec->expiresAt), moneyText(rec->costMicros));
     if (!rec->statusReason.isEmpty())
         facts += QStringLiteral(" · ") + rec->statusReason;
     facts_->setText(facts);

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # A test host in a network namespace, reachable from this machine only:
-#   198.51.100.2 (TEST-NET-2, public-looking): HTTP on 80 (a file, a git
-#     repository over git's "dumb" HTTP, a Python package index), DNS on 53
-#     (*.sandcastle.test -> 198.51.100.2), and listeners on the SMTP ports
-#     25, 465 and 587;
+#   198.51.100.2 (TEST-NET-2, public-looking): HTTP on 80 and HTTPS on 443
+#     (a file, a git repository over git's "dumb" HTTP, a Python package
+#     index, an npm package tarball; the certificate is DIR/cert.pem), DNS
+#     on 53 (*.sandcastle.test -> 198.51.100.2), and listeners on the SMTP
+#     ports 25, 465 and 587;
 #   10.99.0.2, 172.31.99.2, 192.168.99.2, 100.100.99.2 and 169.254.169.254:
 #     the same HTTP server at private, carrier-NAT and link-local addresses
 #     (the metadata address), routed from the host through the namespace.
@@ -83,10 +84,29 @@ with open(os.path.join(www, "simple", "sc-hello", "index.html"), "w") as f:
     f.write(f'<html><body><a href="../../{wheel}">{wheel}</a></body></html>\n')
 EOF
 
+# An npm package, as `npm pack` lays it out.
+mkdir -p "$dir/npm/package"
+echo '{"name": "sc-hello-npm", "version": "1.0.0", "main": "index.js"}' >"$dir/npm/package/package.json"
+echo 'module.exports = "hello from the npm tarball";' >"$dir/npm/package/index.js"
+tar -czf "$dir/www/sc-hello-npm-1.0.0.tgz" -C "$dir/npm" package
+# A self-signed certificate for the test host's names.
+openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=web.sandcastle.test" \
+  -addext "subjectAltName=DNS:web.sandcastle.test,DNS:git.sandcastle.test" \
+  -keyout "$dir/key.pem" -out "$dir/cert.pem" 2>/dev/null
+
 run_in_ns() {
   ip netns exec "$ns" "$@" >>"$dir/servers.log" 2>&1 &
 }
 run_in_ns python3 -m http.server 80 --bind 0.0.0.0 --directory "$dir/www"
+run_in_ns python3 -c '
+import http.server, ssl, sys, functools
+handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=sys.argv[1] + "/www")
+server = http.server.ThreadingHTTPServer(("0.0.0.0", 443), handler)
+context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+context.load_cert_chain(sys.argv[1] + "/cert.pem", sys.argv[1] + "/key.pem")
+server.socket = context.wrap_socket(server.socket, server_side=True)
+server.serve_forever()
+' "$dir"
 run_in_ns dnsmasq --keep-in-foreground --no-resolv --no-hosts --bind-interfaces \
   --listen-address=198.51.100.2 --address=/sandcastle.test/198.51.100.2 --pid-file=
 run_in_ns python3 -c '
@@ -103,6 +123,8 @@ threading.Event().wait()
 # Ready when every service answers from the host.
 for _ in $(seq 100); do
   if curl -s -o /dev/null --max-time 1 http://198.51.100.2/hello.txt &&
+    curl -s -o /dev/null --max-time 1 --cacert "$dir/cert.pem" \
+      --resolve web.sandcastle.test:443:198.51.100.2 https://web.sandcastle.test/hello.txt &&
     (exec 3<>/dev/tcp/198.51.100.2/587) 2>/dev/null &&
     python3 -c '
 import socket
