@@ -1,7 +1,9 @@
 // The host filter's ruleset and the resolver list are pure functions: check
 // what nft will read (and let nft itself check the syntax, without loading
-// it), and what is taken from a resolv.conf.
+// it), and what is taken from a resolv.conf. And the engine refuses a data
+// dir that passt's and QEMU's users cannot reach, naming the culprit.
 #include "network/egress.h"
+#include "sandbox/engine.h"
 
 #include <QProcess>
 #include <QTemporaryDir>
@@ -55,6 +57,23 @@ private slots:
         QCOMPARE(egress::nameServers(f.fileName()),
                  QStringList({QStringLiteral("192.168.1.1"), QStringLiteral("9.9.9.9")}));
         QCOMPARE(egress::nameServers(dir.filePath(QStringLiteral("missing"))), QStringList());
+    }
+
+    void anUnreachableDataDirIsNamed() {
+        if (geteuid() != 0)
+            QSKIP("QEMU and passt run as other users only when Sandcastle is root");
+        QTemporaryDir dir; // mode 0700: nobody else may enter
+        EngineConfig config = EngineConfig::defaults();
+        config.dataDir = dir.filePath(QStringLiteral("inner/data"));
+        Engine engine(config);
+        auto opened = engine.open();
+        QVERIFY(!opened);
+        QVERIFY2(opened.error().message.contains(dir.path() + QStringLiteral(", which other")),
+                 qPrintable(opened.error().message));
+        // And a create says the same, at once.
+        auto created = engine.create({}).result();
+        QVERIFY(!created);
+        QCOMPARE(created.error().message, opened.error().message);
     }
 };
 

@@ -10,6 +10,7 @@
 #include <QDir>
 #include <QElapsedTimer>
 #include <QFile>
+#include <QFileInfo>
 #include <QProcess>
 #include <QRandomGenerator>
 #include <QRegularExpression>
@@ -89,6 +90,19 @@ Result<void> Engine::open() {
     for (const QString &dir : {config_.dataDir, config_.dataDir + QStringLiteral("/sandboxes")})
         QFile::setPermissions(dir, QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner |
                                        QFile::ExeGroup | QFile::ExeOther);
+    // So must every folder above it (QEMU's user and passt's): say which
+    // one does not let them through, rather than fail at the first create.
+    if (geteuid() == 0) {
+        for (QDir up(QDir(config_.dataDir).absolutePath()); up.cdUp();) {
+            if (!QFileInfo(up.path()).permission(QFile::ExeOther)) {
+                notOpen_ = QStringLiteral("the data dir %1 is inside %2, which other users "
+                                          "cannot enter; QEMU and passt run as other users: "
+                                          "choose another SANDCASTLE_DATA_DIR or chmod o+x %2")
+                               .arg(config_.dataDir, up.path());
+                return fail(Kind::Unavailable, notOpen_);
+            }
+        }
+    }
     auto image = GuestImage::load(config_.imageDir);
     if (!image) {
         notOpen_ = image.error().message;

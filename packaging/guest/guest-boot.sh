@@ -21,9 +21,12 @@ early)
       [ -z "$dns" ] || echo "insert rule inet sandcastle_guest output ip daddr { $dns } meta l4proto { tcp, udp } th dport 53 accept"
     } | nft -f - || exit 1
     echo 1 >/proc/sys/net/ipv6/conf/eth0/disable_ipv6
-    ip link set eth0 up || exit 1
-    ip addr add 10.0.2.15/24 dev eth0 || exit 1
-    ip route add default via 10.0.2.2 || exit 1
+    # One `ip` for the three steps: each exec counts under emulation.
+    ip -batch - <<EOF || exit 1
+link set eth0 up
+addr add 10.0.2.15/24 dev eth0
+route add default via 10.0.2.2
+EOF
   fi
   : >/etc/resolv.conf
   IFS=,

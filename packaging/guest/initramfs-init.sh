@@ -18,6 +18,13 @@ fail() {
 while read -r m; do
   busybox insmod "/modules/$m" || fail "could not load $m"
 done </modules.list
+# With a network card (virtio_net has probed it by now): nf_tables and the
+# rest of what the guest's egress rules need.
+if [ -e /sys/class/net/eth0 ]; then
+  while read -r m; do
+    busybox insmod "/modules/$m" || fail "could not load $m"
+  done </modules-net.list
+fi
 
 # virtio_blk probes synchronously, but allow the device node a moment.
 i=0
