@@ -92,11 +92,20 @@ QStringList hostDnsServers() {
 
 namespace {
 
-std::optional<passwd> netUser() {
-    passwd *pw = getpwnam(kNetUser);
-    if (!pw)
+struct NetUser {
+    uid_t uid;
+    gid_t gid;
+};
+
+/// The passt user. getpwnam_r: creates run on several pool threads at
+/// once, and getpwnam's static buffer is not safe there.
+std::optional<NetUser> netUser() {
+    passwd entry{};
+    passwd *found = nullptr;
+    char buffer[4096];
+    if (getpwnam_r(kNetUser, &entry, buffer, sizeof buffer, &found) != 0 || !found)
         return std::nullopt;
-    return *pw;
+    return NetUser{entry.pw_uid, entry.pw_gid};
 }
 
 Result<void> run(const QString &program, const QStringList &args, const QByteArray &input = {}) {
@@ -128,7 +137,7 @@ Result<void> installHostFilter(const QStringList &dnsServers) {
                     QStringLiteral("the user %1 is missing; run packaging/deps.sh (it creates it)")
                         .arg(QLatin1String(kNetUser)));
     return run(QStringLiteral("nft"), {QStringLiteral("-f"), QStringLiteral("-")},
-               hostRuleset(user->pw_uid, dnsServers).toUtf8());
+               hostRuleset(user->uid, dnsServers).toUtf8());
 }
 
 Result<QString> startPasst(const QString &dir) {
@@ -144,7 +153,7 @@ Result<QString> startPasst(const QString &dir) {
                     QStringLiteral("the data folder's path must not contain a comma"));
     // passt binds its socket and writes its pid file as its own user.
     if (!QDir().mkpath(netDir) ||
-        ::chown(netDir.toLocal8Bit().constData(), user->pw_uid, user->pw_gid) != 0 ||
+        ::chown(netDir.toLocal8Bit().constData(), user->uid, user->gid) != 0 ||
         ::chmod(netDir.toLocal8Bit().constData(), 0755) != 0)
         return fail(Kind::Unavailable, QStringLiteral("cannot prepare %1").arg(netDir));
     QStringList args = {

@@ -59,6 +59,7 @@ public:
     /// Starts the service and waits for it to print its URL.
     bool start(int timeoutMs = 120000) {
         process_.reset(new QProcess);
+        reported_ = false;
         process_->setProcessEnvironment(serviceEnv(dataDir_));
         process_->setProcessChannelMode(QProcess::SeparateChannels);
         process_->setStandardErrorFile(dataDir_ + QStringLiteral("/serve.stderr"),
@@ -85,15 +86,32 @@ public:
         return true;
     }
     void kill() {
+        reportUnexpectedExit();
         if (process_ && process_->state() != QProcess::NotRunning) {
             process_->kill(); // SIGKILL: no chance to tidy up
             process_->waitForFinished(10000);
         }
     }
+    /// A service that ended on its own is a finding: its last words go to
+    /// the test's output (the data dir is deleted with the test).
+    void reportUnexpectedExit() {
+        if (!process_ || process_->state() != QProcess::NotRunning || reported_)
+            return;
+        reported_ = true;
+        QFile err(dataDir_ + QStringLiteral("/serve.stderr"));
+        err.open(QIODevice::ReadOnly);
+        qWarning().noquote() << "the service ended on its own: exit" << process_->exitCode()
+                             << (process_->exitStatus() == QProcess::CrashExit ? "(crashed)" : "")
+                             << "\n--- serve.stderr (end) ---\n"
+                             << QString::fromUtf8(err.readAll().right(4000))
+                             << "\n--- sandcastle.log (end) ---\n"
+                             << log().right(4000);
+    }
     /// Destroys every running sandbox of the first account (a test that
     /// failed half-way may leave one), then stops the service.
     void destroyLiveAndTerminate();
     void terminate() {
+        reportUnexpectedExit();
         if (process_ && process_->state() != QProcess::NotRunning) {
             process_->terminate();
             process_->waitForFinished(30000);
@@ -120,6 +138,7 @@ private:
     QString key_;
     int port_ = 0;
     QString listen_;
+    bool reported_ = false;
 };
 
 /// A TCP port that is free right now.
