@@ -7,9 +7,11 @@
 #include <libvirt/libvirt.h>
 #include <libvirt/virterror.h>
 
+#include <fcntl.h>
 #include <grp.h>
 #include <mutex>
 #include <pwd.h>
+#include <sys/stat.h>
 #include <thread>
 #include <unistd.h>
 
@@ -118,9 +120,15 @@ Result<void> LibvirtHypervisor::startDomain(const DomainSpec &spec) {
     DomainSpec s = spec;
     s.kvm = kvm_;
     // QEMU gets exactly its own disk and network socket, nothing shared.
+    // Never through a link: passt's folder belongs to passt's user, who
+    // could otherwise point the socket's name at any file root may chown.
     for (const QString &path : {spec.overlay, spec.netSocket}) {
-        if (qemuUid_ != 0 && !path.isEmpty() &&
-            ::chown(path.toLocal8Bit().constData(), qemuUid_, qemuGid_) != 0)
+        struct stat st {};
+        if (qemuUid_ == 0 || path.isEmpty())
+            continue;
+        const QByteArray native = path.toLocal8Bit();
+        if (::lstat(native.constData(), &st) != 0 || S_ISLNK(st.st_mode) ||
+            ::fchownat(AT_FDCWD, native.constData(), qemuUid_, qemuGid_, AT_SYMLINK_NOFOLLOW) != 0)
             return fail(EngineError::Kind::Unavailable,
                         QStringLiteral("cannot hand %1 to QEMU's user").arg(path));
     }

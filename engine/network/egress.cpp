@@ -5,6 +5,7 @@
 #include <QHostAddress>
 #include <QProcess>
 #include <QRegularExpression>
+#include <QtDebug>
 
 #include <csignal>
 #include <pwd.h>
@@ -140,6 +141,31 @@ Result<void> installHostFilter(const QStringList &dnsServers) {
                hostRuleset(user->uid, dnsServers).toUtf8());
 }
 
+Result<void> ensureHostFilter(const QStringList &dnsServers) {
+    auto user = netUser();
+    if (!user)
+        return installHostFilter(dnsServers); // says what is missing
+    QProcess p;
+    p.start(QStringLiteral("nft"), {QStringLiteral("list"), QStringLiteral("table"),
+                                    QStringLiteral("inet"), QStringLiteral("sandcastle")});
+    p.waitForFinished(30000);
+    const QString listed = QString::fromUtf8(p.readAllStandardOutput());
+    bool whole = p.exitStatus() == QProcess::NormalExit && p.exitCode() == 0 &&
+                 listed.contains(QStringLiteral("meta skuid %1 jump sandbox").arg(user->uid)) &&
+                 listed.contains(QStringLiteral("fib daddr type local")) &&
+                 listed.contains(QStringLiteral("dport { 25, 465, 587 }"));
+    for (const QString &server : dnsServers)
+        whole =
+            whole && listed.contains(QRegularExpression(
+                         QStringLiteral("[ {]%1[,\\s}]").arg(QRegularExpression::escape(server))));
+    if (whole)
+        return {};
+    // Removed by hand, by `nft flush ruleset` or a firewall reload, or a
+    // resolver is new: load it again (the same transaction as at start).
+    qInfo().noquote() << "host filter: loading it again (it was changed, or a resolver is new)";
+    return installHostFilter(dnsServers);
+}
+
 Result<QString> startPasst(const QString &dir) {
     auto user = netUser();
     if (!user)
@@ -194,18 +220,29 @@ Result<QString> startPasst(const QString &dir) {
 
 void stopPasst(const QString &dir) {
     const QString netDir = dir + QStringLiteral("/net");
+    const QByteArray socket = (netDir + QStringLiteral("/passt.sock")).toLocal8Bit();
+    // Only our passt: a pid may have been reused since it was written, so
+    // its command line must name this sandbox's socket.
+    auto ours = [&](int pid) {
+        QFile cmdline(QStringLiteral("/proc/%1/cmdline").arg(pid));
+        return pid > 1 && cmdline.open(QIODevice::ReadOnly) && cmdline.readAll().contains(socket);
+    };
     QFile pidFile(netDir + QStringLiteral("/passt.pid"));
-    if (!pidFile.open(QIODevice::ReadOnly))
-        return;
-    bool ok = false;
-    const int pid = pidFile.readAll().trimmed().toInt(&ok);
-    if (!ok || pid <= 1)
-        return;
-    // Only our passt: a pid may have been reused since it was written.
-    QFile cmdline(QStringLiteral("/proc/%1/cmdline").arg(pid));
-    if (cmdline.open(QIODevice::ReadOnly) &&
-        cmdline.readAll().contains((netDir + QStringLiteral("/passt.sock")).toLocal8Bit()))
-        ::kill(pid, SIGTERM);
+    if (pidFile.open(QIODevice::ReadOnly)) {
+        const int pid = pidFile.readAll().trimmed().toInt();
+        if (ours(pid)) {
+            ::kill(pid, SIGTERM);
+            return;
+        }
+    }
+    // No pid file (the folder was removed while passt started, before QEMU
+    // connected: --one-off would wait forever): find it by its socket.
+    for (const QString &entry : QDir(QStringLiteral("/proc")).entryList(QDir::Dirs)) {
+        bool numeric = false;
+        const int pid = entry.toInt(&numeric);
+        if (numeric && ours(pid))
+            ::kill(pid, SIGTERM);
+    }
 }
 
 } // namespace sandcastle::egress

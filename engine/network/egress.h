@@ -40,13 +40,18 @@ QStringList hostDnsServers();
 /// loads the table. Without it no sandbox gets a network.
 Result<void> installHostFilter(const QStringList &dnsServers);
 
+/// Checks the host filter is loaded whole and knows `dnsServers`; loads it
+/// again when not (a firewall reload or `nft flush ruleset` removes it).
+Result<void> ensureHostFilter(const QStringList &dnsServers);
+
 /// Starts passt for one sandbox: its socket and pid file go to `dir/net/`,
 /// its log to `dir`. Returns once the socket accepts QEMU. passt ends by
 /// itself when QEMU disconnects (it serves one client), so it cannot
 /// outlive its VM.
 Result<QString> startPasst(const QString &dir);
 
-/// Stops a sandbox's passt if it still runs (by its pid file).
+/// Stops a sandbox's passt if it still runs (by its pid file, or by its
+/// socket path when the pid file is gone).
 void stopPasst(const QString &dir);
 
 } // namespace sandcastle::egress

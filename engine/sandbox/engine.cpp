@@ -120,28 +120,42 @@ Result<void> Engine::open() {
     if (!opened)
         notOpen_ = opened.error().message;
     if (open_ && ownBackend_) {
-        bool unused = false;
-        const QStringList dns = dnsServers(&unused);
-        if (auto filter = egress::installHostFilter(dns); !filter)
+        if (auto filter = egress::installHostFilter(dnsServers()); !filter)
             netProblem_ = filter.error().message;
-        else
-            dnsInFilter_ = dns;
     }
     return opened;
 }
 
-QStringList Engine::dnsServers(bool *filterNeedsUpdate) {
+QStringList Engine::dnsServers() const {
     // Read at every create: a laptop that moves changes its resolvers.
-    const QStringList dns =
-        config_.sandboxDns.isEmpty() ? egress::hostDnsServers() : config_.sandboxDns;
-    *filterNeedsUpdate = false;
-    for (const QString &server : dns) {
-        if (!dnsInFilter_.contains(server)) {
-            *filterNeedsUpdate = true;
-            dnsInFilter_ << server;
-        }
+    return config_.sandboxDns.isEmpty() ? egress::hostDnsServers() : config_.sandboxDns;
+}
+
+QFuture<Result<void>> Engine::checkNetwork() {
+    if (!open_ || !ownBackend_ || (!netProblem_.isEmpty() && !netLost_))
+        return readyFuture<Result<void>>({});
+    QStringList dirs;
+    for (const auto &box : std::as_const(sandboxes_)) {
+        if (box->info.internet)
+            dirs << sandboxDir(box->info.id);
     }
-    return dns;
+    return runInPool(&pool_, [dns = dnsServers()] { return egress::ensureHostFilter(dns); })
+        .then(this, [this, dirs](Result<void> r) -> Result<void> {
+            if (r) {
+                if (netLost_)
+                    netProblem_.clear();
+                netLost_ = false;
+                return r;
+            }
+            // Fail closed: without the filter no sandbox keeps a way out.
+            netLost_ = true;
+            netProblem_ = QStringLiteral("the host filter is gone and cannot be loaded again "
+                                         "(%1); sandbox networks were cut")
+                              .arg(r.error().message);
+            for (const QString &dir : dirs)
+                egress::stopPasst(dir);
+            return r;
+        });
 }
 
 QString Engine::domainNameFor(const QString &id) {
@@ -230,12 +244,14 @@ QFuture<Result<SandboxInfo>> Engine::create(const CreateOptions &options) {
     const QString dir = sandboxDir(info.id);
     info.consoleLog = dir + QStringLiteral("/console.log");
     const QString socket = dir + QStringLiteral("/agent.sock");
-    if (socket.toLocal8Bit().size() > 107)
+    // The longest socket path: passt's.
+    const QString longest = dir + QStringLiteral("/net/passt.sock");
+    if (longest.toLocal8Bit().size() > 107)
         return failedFuture<SandboxInfo>(
             Kind::Unavailable,
             QStringLiteral("the data folder's path is too long for a UNIX socket "
                            "(%1); choose a shorter SANDCASTLE_DATA_DIR")
-                .arg(socket));
+                .arg(longest));
     if (!QDir().mkpath(dir))
         return failedFuture<SandboxInfo>(Kind::Unavailable,
                                          QStringLiteral("cannot create %1").arg(dir));
@@ -282,22 +298,20 @@ QFuture<Result<SandboxInfo>> Engine::create(const CreateOptions &options) {
     clock->start();
     Hypervisor *hv = hypervisor_.get();
     const int diskGiB = size->diskGiB;
-    bool updateFilter = false;
-    const QStringList dns = options.internet ? dnsServers(&updateFilter) : QStringList();
+    const QStringList dns = options.internet ? dnsServers() : QStringList();
     // The guest's boot script points its resolver at these and lets DNS
     // to them (and only them) through its own rules.
     if (!dns.isEmpty())
         spec.cmdline += QStringLiteral(" sandcastle.dns=") + dns.join(QLatin1Char(','));
     runInPool(&pool_,
-              [hv, spec, diskGiB, dir, dns, updateFilter,
-               internet = options.internet]() mutable -> Result<void> {
+              [hv, spec, diskGiB, dir, dns, internet = options.internet]() mutable -> Result<void> {
                   if (auto r = createOverlay(spec.base, spec.overlay, diskGiB); !r)
                       return r;
                   if (internet) {
-                      if (updateFilter) {
-                          if (auto r = egress::installHostFilter(dns); !r)
-                              return r;
-                      }
+                      // Never a passt without the filter: it may have been
+                      // flushed since the last check, or a resolver is new.
+                      if (auto r = egress::ensureHostFilter(dns); !r)
+                          return r;
                       auto socket = egress::startPasst(dir);
                       if (!socket)
                           return std::unexpected(socket.error());

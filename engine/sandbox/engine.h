@@ -70,6 +70,10 @@ public:
     QString accelReason() const { return accelReason_; }
     /// Empty when sandboxes can have a network; else why not.
     QString networkProblem() const { return netProblem_; }
+    /// Checks the host filter is still loaded and loads it again if not;
+    /// if that fails, cuts every sandbox's network (fail closed). The
+    /// service calls it with every reconciliation.
+    QFuture<Result<void>> checkNetwork();
 
     QFuture<Result<SandboxInfo>> create(const CreateOptions &options);
     /// Takes over a sandbox whose VM outlived an earlier run of the app:
@@ -117,8 +121,8 @@ private:
     QString sandboxDir(const QString &id) const;
     void dropChannel(Sandbox &box);
     void removeSandboxFiles(const QString &id);
-    /// The resolvers sandboxes use now, and whether the filter must learn them.
-    QStringList dnsServers(bool *filterNeedsUpdate);
+    /// The resolvers sandboxes use now.
+    QStringList dnsServers() const;
 
     EngineConfig config_;
     std::unique_ptr<Hypervisor> hypervisor_;
@@ -127,7 +131,7 @@ private:
     QString notOpen_ = QStringLiteral("VMs are not available: the engine is not open");
     QString accelReason_;
     QString netProblem_;
-    QStringList dnsInFilter_; // resolvers the host filter lets DNS through to
+    bool netLost_ = false; // netProblem_ comes from a failed check, not from start
     GuestImage image_;
     QThreadPool pool_;
     QHash<QString, std::shared_ptr<Sandbox>> sandboxes_;

@@ -418,6 +418,11 @@ void SandboxService::reconcile() {
     if (reconciling_)
         return;
     reconciling_ = true;
+    // The host filter first: a firewall reload may have removed it.
+    engine_->checkNetwork().then(this, [](Result<void> network) {
+        if (!network)
+            qWarning().noquote() << "sandbox networking:" << network.error().message;
+    });
     engine_->listDomains().then(this, [this](Result<QList<DomainStatus>> domains) {
         if (!domains) {
             reconciling_ = false;

@@ -20,7 +20,7 @@ early)
       cat /run/sandcastle/egress.nft
       [ -z "$dns" ] || echo "insert rule inet sandcastle_guest output ip daddr { $dns } meta l4proto { tcp, udp } th dport 53 accept"
     } | nft -f - || exit 1
-    echo 1 >/proc/sys/net/ipv6/conf/eth0/disable_ipv6
+    echo 1 >/proc/sys/net/ipv6/conf/eth0/disable_ipv6 || exit 1
     # One `ip` for the three steps: each exec counts under emulation.
     ip -batch - <<EOF || exit 1
 link set eth0 up

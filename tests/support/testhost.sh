@@ -108,7 +108,7 @@ server.socket = context.wrap_socket(server.socket, server_side=True)
 server.serve_forever()
 ' "$dir"
 run_in_ns dnsmasq --keep-in-foreground --no-resolv --no-hosts --bind-interfaces \
-  --listen-address=198.51.100.2 --address=/sandcastle.test/198.51.100.2 --pid-file=
+  --listen-address=198.51.100.2,10.99.0.2 --address=/sandcastle.test/198.51.100.2 --pid-file=
 run_in_ns python3 -c '
 import socketserver, threading
 class Greet(socketserver.BaseRequestHandler):
