@@ -5,7 +5,6 @@
 #include "commands.h"
 #include "logging.h"
 #include "mainwindow.h"
-#include "network/egress.h"
 #include "service/sandboxservice.h"
 
 #include <QApplication>
@@ -114,7 +113,7 @@ int runServe(const ServeOptions &options) {
     if (!engine.networkProblem().isEmpty())
         qWarning().noquote() << "sandboxes can only be created with network \"none\":"
                              << engine.networkProblem();
-    else if (config.sandboxDns.isEmpty() && egress::hostDnsServers().isEmpty())
+    else if (engine.dnsServers().isEmpty())
         qWarning().noquote() << "the host names no IPv4 resolver a sandbox can reach: sandboxes "
                                 "get no DNS until `sandcastle config set sandbox_dns ...`";
     SandboxService service(&engine, store->get(), settings);

@@ -20,11 +20,15 @@ const QStringList kPrivate = {QStringLiteral("10.99.0.2"), QStringLiteral("172.3
                               QStringLiteral("192.168.99.2"), QStringLiteral("100.100.99.2"),
                               QStringLiteral("169.254.169.254")};
 
-/// Runs a host command; returns its exit code (stdout into `out`).
-int host(const QString &program, const QStringList &args, QString *out = nullptr) {
+/// Runs a host command (`input` on its stdin); returns its exit code
+/// (stdout into `out`), -1 when it crashed or did not end in a minute.
+int host(const QString &program, const QStringList &args, QString *out = nullptr,
+         const QByteArray &input = {}) {
     QProcess p;
     p.setProcessChannelMode(QProcess::ForwardedErrorChannel);
     p.start(program, args);
+    p.write(input);
+    p.closeWriteChannel();
     if (!p.waitForFinished(60000)) {
         p.kill();
         p.waitForFinished();
@@ -35,45 +39,47 @@ int host(const QString &program, const QStringList &args, QString *out = nullptr
     return p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1;
 }
 
+/// Runs a host command as passt's user when `asNetUser`, so that the host
+/// filter applies to it; returns its exit code (stdout into `out`).
+int hostAs(bool asNetUser, const QString &program, const QStringList &args,
+           QString *out = nullptr) {
+    if (!asNetUser)
+        return host(program, args, out);
+    return host(QStringLiteral("setpriv"),
+                QStringList{QStringLiteral("--reuid"), QStringLiteral("sandcastle-net"),
+                            QStringLiteral("--regid"), QStringLiteral("sandcastle-net"),
+                            QStringLiteral("--clear-groups"), program} +
+                    args,
+                out);
+}
+
 /// The HTTP status curl got from `url` on the host ("000": no connection).
 QString hostCurl(const QString &url, bool asNetUser = false) {
-    QStringList args = {QStringLiteral("-s"),
-                        QStringLiteral("-o"),
-                        QStringLiteral("/dev/null"),
-                        QStringLiteral("-w"),
-                        QStringLiteral("%{http_code}"),
-                        QStringLiteral("--max-time"),
-                        QStringLiteral("3"),
-                        url};
-    QString program = QStringLiteral("curl");
-    if (asNetUser) {
-        args = QStringList{QStringLiteral("--reuid"),        QStringLiteral("sandcastle-net"),
-                           QStringLiteral("--regid"),        QStringLiteral("sandcastle-net"),
-                           QStringLiteral("--clear-groups"), program} +
-               args;
-        program = QStringLiteral("setpriv");
-    }
     QString out;
-    host(program, args, &out);
+    hostAs(asNetUser, QStringLiteral("curl"),
+           {QStringLiteral("-s"), QStringLiteral("-o"), QStringLiteral("/dev/null"),
+            QStringLiteral("-w"), QStringLiteral("%{http_code}"), QStringLiteral("--max-time"),
+            QStringLiteral("3"), url},
+           &out);
     return out;
 }
 
 /// Whether a TCP connection to address:port opens, from the host.
 bool hostConnects(const QString &address, int port, bool asNetUser = false) {
     const QString script = QStringLiteral("exec 3<>/dev/tcp/%1/%2").arg(address).arg(port);
-    QStringList args = {QStringLiteral("3"), QStringLiteral("bash"), QStringLiteral("-c"), script};
-    if (!asNetUser)
-        return host(QStringLiteral("timeout"), args) == 0;
-    return host(QStringLiteral("setpriv"),
-                QStringList{QStringLiteral("--reuid"), QStringLiteral("sandcastle-net"),
-                            QStringLiteral("--regid"), QStringLiteral("sandcastle-net"),
-                            QStringLiteral("--clear-groups"), QStringLiteral("timeout")} +
-                    args) == 0;
+    return hostAs(asNetUser, QStringLiteral("timeout"),
+                  {QStringLiteral("3"), QStringLiteral("bash"), QStringLiteral("-c"), script}) == 0;
+}
+
+/// `nft VERB table inet sandcastle` (list, delete, flush): the host filter.
+int hostFilter(const QString &verb, QString *out = nullptr) {
+    return host(
+        QStringLiteral("nft"),
+        {verb, QStringLiteral("table"), QStringLiteral("inet"), QStringLiteral("sandcastle")}, out);
 }
 
 bool hostFilterLoaded() {
-    return host(QStringLiteral("nft"), {QStringLiteral("list"), QStringLiteral("table"),
-                                        QStringLiteral("inet"), QStringLiteral("sandcastle")}) == 0;
+    return hostFilter(QStringLiteral("list")) == 0;
 }
 
 } // namespace
@@ -316,16 +322,11 @@ private slots:
         // still hold. Another Sandcastle on this machine (a parallel test)
         // may load the table again meanwhile: then the round is repeated.
         QString saved;
-        QCOMPARE(host(QStringLiteral("nft"),
-                      {QStringLiteral("list"), QStringLiteral("table"), QStringLiteral("inet"),
-                       QStringLiteral("sandcastle")},
-                      &saved),
-                 0);
+        QCOMPARE(hostFilter(QStringLiteral("list"), &saved), 0);
         bool privateBlocked = true, smtpBlocked = true, alone = false;
         QString apiFromGuest;
         for (int round = 0; round < 3 && !alone; ++round) {
-            host(QStringLiteral("nft"), {QStringLiteral("delete"), QStringLiteral("table"),
-                                         QStringLiteral("inet"), QStringLiteral("sandcastle")});
+            hostFilter(QStringLiteral("delete"));
             for (const QString &a : kPrivate)
                 privateBlocked &=
                     guestCurl(online, QStringLiteral("http://%1/hello.txt").arg(a)) == "000";
@@ -335,11 +336,9 @@ private slots:
                 guestCurl(online, QStringLiteral("http://198.51.100.1:%1/v1/sizes").arg(apiPort));
             alone = !hostFilterLoaded();
         }
-        QProcess restore;
-        restore.start(QStringLiteral("nft"), {QStringLiteral("-f"), QStringLiteral("-")});
-        restore.write(saved.toUtf8());
-        restore.closeWriteChannel();
-        QVERIFY(restore.waitForFinished(30000));
+        QCOMPARE(host(QStringLiteral("nft"), {QStringLiteral("-f"), QStringLiteral("-")}, nullptr,
+                      saved.toUtf8()),
+                 0);
         QVERIFY(hostFilterLoaded());
         QVERIFY2(alone, "the host filter came back during every round");
         QVERIFY(privateBlocked);
@@ -388,10 +387,7 @@ private slots:
 
     void hostFilterComesBack() {
         // A create never starts a passt without the filter...
-        QCOMPARE(
-            host(QStringLiteral("nft"), {QStringLiteral("delete"), QStringLiteral("table"),
-                                         QStringLiteral("inet"), QStringLiteral("sandcastle")}),
-            0);
+        QCOMPARE(hostFilter(QStringLiteral("delete")), 0);
         Reply third = http->call("POST", QStringLiteral("/sandboxes"), QByteArray("{}"));
         QCOMPARE(third.status, 201);
         QVERIFY(hostFilterLoaded());
@@ -408,10 +404,7 @@ private slots:
               &rc);
         QCOMPARE(rc, 0);
         QVERIFY(service->start());
-        QCOMPARE(
-            host(QStringLiteral("nft"), {QStringLiteral("flush"), QStringLiteral("table"),
-                                         QStringLiteral("inet"), QStringLiteral("sandcastle")}),
-            0);
+        QCOMPARE(hostFilter(QStringLiteral("flush")), 0);
         QTRY_COMPARE_WITH_TIMEOUT(hostCurl(QStringLiteral("http://10.99.0.2/hello.txt"), true),
                                   QStringLiteral("000"), 20000);
         QCOMPARE(guestCurl(online, QStringLiteral("http://%1/hello.txt").arg(kTestHost)),

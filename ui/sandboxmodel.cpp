@@ -38,9 +38,7 @@ void SandboxModel::reload() {
             rows_.append(r);
     }
     endResetModel();
-    const int live = liveCount();
-    if (live != lastLive_)
-        emit liveCountChanged(lastLive_ = live);
+    announceLiveCount();
 }
 
 bool SandboxModel::shown(const SandboxRecord &r) const {
@@ -65,9 +63,7 @@ void SandboxModel::onChanged(const QString &id) {
         rows_.removeAt(row);
         endRemoveRows();
     }
-    const int live = liveCount();
-    if (live != lastLive_)
-        emit liveCountChanged(lastLive_ = live);
+    announceLiveCount();
 }
 
 int SandboxModel::rowOf(const QString &id) const {
@@ -82,6 +78,12 @@ std::optional<SandboxRecord> SandboxModel::record(int row) const {
     if (row < 0 || row >= rows_.size())
         return std::nullopt;
     return rows_.at(row);
+}
+
+void SandboxModel::announceLiveCount() {
+    const int live = liveCount();
+    if (live != lastLive_)
+        emit liveCountChanged(lastLive_ = live);
 }
 
 int SandboxModel::liveCount() const {

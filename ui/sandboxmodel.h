@@ -44,6 +44,8 @@ private:
     void reload();
     void onChanged(const QString &id);
     bool shown(const SandboxRecord &r) const;
+    /// Emits liveCountChanged when the count moved since the last time.
+    void announceLiveCount();
 
     SandboxService *service_;
     Filter filter_ = Live;

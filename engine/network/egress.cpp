@@ -109,7 +109,9 @@ std::optional<NetUser> netUser() {
     return NetUser{entry.pw_uid, entry.pw_gid};
 }
 
-Result<void> run(const QString &program, const QStringList &args, const QByteArray &input = {}) {
+/// Runs `program` to completion; its standard output, or why it failed.
+Result<QByteArray> run(const QString &program, const QStringList &args,
+                       const QByteArray &input = {}) {
     QProcess p;
     p.start(program, args);
     if (!p.waitForStarted(10000))
@@ -122,7 +124,7 @@ Result<void> run(const QString &program, const QStringList &args, const QByteArr
             Kind::Unavailable,
             QStringLiteral("%1 failed: %2")
                 .arg(program, QString::fromUtf8(p.readAllStandardError()).trimmed().left(500)));
-    return {};
+    return p.readAllStandardOutput();
 }
 
 } // namespace
@@ -137,20 +139,21 @@ Result<void> installHostFilter(const QStringList &dnsServers) {
         return fail(Kind::Unavailable,
                     QStringLiteral("the user %1 is missing; run packaging/deps.sh (it creates it)")
                         .arg(QLatin1String(kNetUser)));
-    return run(QStringLiteral("nft"), {QStringLiteral("-f"), QStringLiteral("-")},
-               hostRuleset(user->uid, dnsServers).toUtf8());
+    auto loaded = run(QStringLiteral("nft"), {QStringLiteral("-f"), QStringLiteral("-")},
+                      hostRuleset(user->uid, dnsServers).toUtf8());
+    if (!loaded)
+        return std::unexpected(loaded.error());
+    return {};
 }
 
 Result<void> ensureHostFilter(const QStringList &dnsServers) {
     auto user = netUser();
     if (!user)
         return installHostFilter(dnsServers); // says what is missing
-    QProcess p;
-    p.start(QStringLiteral("nft"), {QStringLiteral("list"), QStringLiteral("table"),
-                                    QStringLiteral("inet"), QStringLiteral("sandcastle")});
-    p.waitForFinished(30000);
-    const QString listed = QString::fromUtf8(p.readAllStandardOutput());
-    bool whole = p.exitStatus() == QProcess::NormalExit && p.exitCode() == 0 &&
+    auto table = run(QStringLiteral("nft"), {QStringLiteral("list"), QStringLiteral("table"),
+                                             QStringLiteral("inet"), QStringLiteral("sandcastle")});
+    const QString listed = table ? QString::fromUtf8(*table) : QString();
+    bool whole = table &&
                  listed.contains(QStringLiteral("meta skuid %1 jump sandbox").arg(user->uid)) &&
                  listed.contains(QStringLiteral("fib daddr type local")) &&
                  listed.contains(QStringLiteral("dport { 25, 465, 587 }"));
@@ -166,13 +169,17 @@ Result<void> ensureHostFilter(const QStringList &dnsServers) {
     return installHostFilter(dnsServers);
 }
 
+QString passtSocket(const QString &dir) {
+    return dir + QStringLiteral("/net/passt.sock");
+}
+
 Result<QString> startPasst(const QString &dir) {
     auto user = netUser();
     if (!user)
         return fail(Kind::Unavailable,
                     QStringLiteral("the user %1 is missing").arg(QLatin1String(kNetUser)));
     const QString netDir = dir + QStringLiteral("/net");
-    const QString socket = netDir + QStringLiteral("/passt.sock");
+    const QString socket = passtSocket(dir);
     // QEMU parses the path inside a comma-separated option.
     if (socket.contains(QLatin1Char(',')))
         return fail(Kind::Unavailable,
@@ -220,7 +227,7 @@ Result<QString> startPasst(const QString &dir) {
 
 void stopPasst(const QString &dir) {
     const QString netDir = dir + QStringLiteral("/net");
-    const QByteArray socket = (netDir + QStringLiteral("/passt.sock")).toLocal8Bit();
+    const QByteArray socket = passtSocket(dir).toLocal8Bit();
     // Only our passt: a pid may have been reused since it was written, so
     // its command line must name this sandbox's socket.
     auto ours = [&](int pid) {

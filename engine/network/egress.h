@@ -44,6 +44,9 @@ Result<void> installHostFilter(const QStringList &dnsServers);
 /// again when not (a firewall reload or `nft flush ruleset` removes it).
 Result<void> ensureHostFilter(const QStringList &dnsServers);
 
+/// Where a sandbox's passt listens (the longest path in its folder).
+QString passtSocket(const QString &dir);
+
 /// Starts passt for one sandbox: its socket and pid file go to `dir/net/`,
 /// its log to `dir`. Returns once the socket accepts QEMU. passt ends by
 /// itself when QEMU disconnects (it serves one client), so it cannot

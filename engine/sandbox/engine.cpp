@@ -139,6 +139,9 @@ QFuture<Result<void>> Engine::checkNetwork() {
         if (box->info.internet)
             dirs << sandboxDir(box->info.id);
     }
+    // No passt runs: nothing to guard (every create checks for itself).
+    if (dirs.isEmpty() && !netLost_)
+        return readyFuture<Result<void>>({});
     return runInPool(&pool_, [dns = dnsServers()] { return egress::ensureHostFilter(dns); })
         .then(this, [this, dirs](Result<void> r) -> Result<void> {
             if (r) {
@@ -244,8 +247,7 @@ QFuture<Result<SandboxInfo>> Engine::create(const CreateOptions &options) {
     const QString dir = sandboxDir(info.id);
     info.consoleLog = dir + QStringLiteral("/console.log");
     const QString socket = dir + QStringLiteral("/agent.sock");
-    // The longest socket path: passt's.
-    const QString longest = dir + QStringLiteral("/net/passt.sock");
+    const QString longest = egress::passtSocket(dir);
     if (longest.toLocal8Bit().size() > 107)
         return failedFuture<SandboxInfo>(
             Kind::Unavailable,
@@ -364,7 +366,7 @@ void Engine::connectAgent(std::shared_ptr<Sandbox> box, int timeoutMs,
 }
 
 QFuture<Result<SandboxInfo>> Engine::attach(const QString &id, const QString &size,
-                                            const QString &name, int timeoutMs) {
+                                            const QString &name, bool internet, int timeoutMs) {
     auto found = findSize(size);
     if (!isValidId(id) || !found || sandboxes_.contains(id))
         return failedFuture<SandboxInfo>(
@@ -375,6 +377,7 @@ QFuture<Result<SandboxInfo>> Engine::attach(const QString &id, const QString &si
     box->info.id = id;
     box->info.name = name;
     box->info.size = *found;
+    box->info.internet = internet;
     box->info.domainName = domainNameFor(id);
     box->info.consoleLog = sandboxDir(id) + QStringLiteral("/console.log");
     sandboxes_.insert(id, box);

@@ -74,12 +74,15 @@ public:
     /// if that fails, cuts every sandbox's network (fail closed). The
     /// service calls it with every reconciliation.
     QFuture<Result<void>> checkNetwork();
+    /// The resolvers sandboxes get now (the setting, else the host's).
+    QStringList dnsServers() const;
 
     QFuture<Result<SandboxInfo>> create(const CreateOptions &options);
     /// Takes over a sandbox whose VM outlived an earlier run of the app:
     /// reconnects to its agent. Fails if the VM or its agent does not answer.
+    /// `internet`: it was created with a network (its passt still runs).
     QFuture<Result<SandboxInfo>> attach(const QString &id, const QString &size, const QString &name,
-                                        int timeoutMs = 30000);
+                                        bool internet, int timeoutMs = 30000);
     QFuture<Result<ExecResult>> exec(const QString &id, const ExecRequest &request);
     QFuture<Result<void>> writeFile(const QString &id, const QString &path, const QByteArray &data);
     QFuture<Result<QByteArray>> readFile(const QString &id, const QString &path);
@@ -121,8 +124,6 @@ private:
     QString sandboxDir(const QString &id) const;
     void dropChannel(Sandbox &box);
     void removeSandboxFiles(const QString &id);
-    /// The resolvers sandboxes use now.
-    QStringList dnsServers() const;
 
     EngineConfig config_;
     std::unique_ptr<Hypervisor> hypervisor_;

@@ -468,7 +468,9 @@ QFuture<Result<void>> SandboxService::reconcileWith(const QList<DomainStatus> &d
             } else if (!engine_->sandbox(box.id)) {
                 // Still running from before a restart: take it over.
                 const QString id = box.id;
-                work << engine_->attach(id, box.size, box.name)
+                work << engine_
+                            ->attach(id, box.size, box.name,
+                                     box.network == QLatin1String("internet"))
                             .then(this, [this, id](Result<SandboxInfo> r) -> Result<void> {
                                 if (r) {
                                     store_->addEvent(id, QStringLiteral("attached"));
