@@ -5,6 +5,7 @@
 // Usage: sudo build/bench/bench_api [--rounds 3] [--execs 100] [--parallel 20] [--per-box 20]
 #include "../tests/support/service.h"
 #include "sandbox/engine.h"
+#include "support.h"
 
 #include <QCommandLineParser>
 #include <QCoreApplication>
@@ -19,29 +20,12 @@
 
 using namespace sandcastle;
 using namespace testing;
+using bench::await;
+using bench::Stats;
+using bench::stats;
 
 namespace {
 
-struct Stats {
-    double median = 0, p95 = 0;
-};
-Stats stats(QList<double> v) {
-    std::sort(v.begin(), v.end());
-    if (v.isEmpty())
-        return {};
-    return {v[v.size() / 2], v[std::min<qsizetype>(v.size() - 1, qsizetype(v.size() * 0.95))]};
-}
-// Waits in an event loop woken by the completion itself: polling (as
-// QTest::qWaitFor does) would add its sleep to every figure.
-template <typename T> T await(QFuture<T> f) {
-    QEventLoop loop;
-    QFutureWatcher<T> watcher;
-    QObject::connect(&watcher, &QFutureWatcher<T>::finished, &loop, &QEventLoop::quit);
-    watcher.setFuture(f);
-    if (!f.isFinished())
-        loop.exec();
-    return f.result();
-}
 Reply finished(QNetworkReply *reply) {
     QEventLoop loop;
     QObject::connect(reply, &QNetworkReply::finished, &loop, &QEventLoop::quit);

@@ -10,6 +10,7 @@
 #include "guest/guestchannel.h"
 #include "hypervisor/domainspec.h"
 #include "sandbox/engine.h"
+#include "support.h"
 
 #include <QCommandLineParser>
 #include <QCoreApplication>
@@ -25,14 +26,11 @@
 #include <cstdio>
 
 using namespace sandcastle;
+using bench::await;
+using bench::Stats;
+using bench::stats;
 
 namespace {
-
-template <typename T> T await(QFuture<T> f) {
-    while (!f.isFinished())
-        QCoreApplication::processEvents(QEventLoop::WaitForMoreEvents);
-    return f.result();
-}
 
 template <typename T> T orDie(Result<T> r, const char *what) {
     if (!r) {
@@ -47,18 +45,6 @@ void orDie(Result<void> r, const char *what) {
         fprintf(stderr, "bench: %s failed: %s\n", what, qPrintable(r.error().message));
         exit(1);
     }
-}
-
-struct Stats {
-    double median = 0, p95 = 0, min = 0;
-};
-
-Stats stats(QList<double> v) {
-    std::sort(v.begin(), v.end());
-    if (v.isEmpty())
-        return {};
-    return {v[v.size() / 2], v[std::min<qsizetype>(v.size() - 1, qsizetype(v.size() * 0.95))],
-            v.first()};
 }
 
 /// VmRSS or VmHWM of a process, in KiB.

@@ -5,7 +5,7 @@ set -euo pipefail
 
 packages=(
   # build
-  cmake g++ make pkg-config qt6-base-dev qt6-httpserver-dev libgl-dev libvirt-dev clang-format
+  cmake g++ make pkg-config qt6-base-dev qt6-httpserver-dev qt6-websockets-dev libgl-dev libvirt-dev clang-format
   # the desktop window (ui/): widgets, charts (they need Qt's OpenGL headers), SVG icons;
   # the Wayland platform plugin (X11's comes with Qt)
   qt6-charts-dev libqt6opengl6-dev qt6-svg-dev qt6-wayland

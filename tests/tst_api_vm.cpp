@@ -301,6 +301,46 @@ private slots:
             QCOMPARE(v.toObject().value("status").toString(), QStringLiteral("running"));
     }
 
+    void creatingSaysWhatItWaitsOn() {
+        static const QStringList phases = {
+            QStringLiteral("creating the disk"),    QStringLiteral("checking the host filter"),
+            QStringLiteral("starting the network"), QStringLiteral("starting the VM"),
+            QStringLiteral("booting the kernel"),   QStringLiteral("waiting for the agent")};
+        QNetworkReply *pending =
+            http->send("POST", QStringLiteral("/sandboxes"), R"({"name":"phases"})");
+        // Another client watches the list while the create is under way.
+        QStringList seen;
+        QVERIFY(QTest::qWaitFor(
+            [&] {
+                Reply list = http->call("GET", QStringLiteral("/sandboxes?status=creating"));
+                for (const QJsonValue &v : list.json.value("data").toArray()) {
+                    const QString reason = v.toObject().value("status_reason").toString();
+                    if (v.toObject().value("name").toString() == QStringLiteral("phases") &&
+                        (seen.isEmpty() || seen.last() != reason))
+                        seen << reason;
+                }
+                return pending->isFinished();
+            },
+            300000));
+        Reply created = Http::wait(pending);
+        QCOMPARE(created.status, 201);
+        const QString id = created.json.value("id").toString();
+        QCOMPARE(created.json.value("status").toString(), QStringLiteral("running"));
+        QVERIFY(created.json.value("status_reason").isNull());
+        QVERIFY2(!seen.isEmpty(), "the create was never seen with a reason");
+        for (const QString &reason : seen)
+            QVERIFY2(phases.contains(reason), qPrintable(seen.join(QStringLiteral(" > "))));
+        // The log has one line with every phase's time.
+        const QString log = service->log();
+        const QRegularExpression line(
+            QStringLiteral("created %1 in \\d+ ms: overlay \\d+ ms, host filter \\d+ ms, passt "
+                           "\\d+ ms, domain start \\d+ ms, first console line \\d+ ms, agent "
+                           "hello \\d+ ms")
+                .arg(id));
+        QVERIFY2(line.match(log).hasMatch(), qPrintable(log.right(1500)));
+        QCOMPARE(http->call("DELETE", QStringLiteral("/sandboxes/") + id).status, 200);
+    }
+
     void longExecBlocksNothingAndDisconnectIsSafe() {
         // A ten-minute command holds its request open...
         QNetworkReply *longOne = http->send("POST", QStringLiteral("/sandboxes/%1/exec").arg(box),

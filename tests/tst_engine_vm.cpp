@@ -8,8 +8,12 @@
 #include <QCryptographicHash>
 #include <QDir>
 #include <QRandomGenerator>
+#include <QRegularExpression>
+#include <QSignalSpy>
 #include <QTemporaryDir>
 #include <QTest>
+
+#include <sys/stat.h>
 
 using namespace sandcastle;
 using Kind = EngineError::Kind;
@@ -20,6 +24,40 @@ template <typename T> T await(QFuture<T> f, int timeoutMs = 300000) {
     if (!QTest::qWaitFor([&] { return f.isFinished(); }, timeoutMs))
         qFatal("timed out waiting for the engine");
     return f.result();
+}
+
+// The engine's log lines, kept for the tests that check what it says. The
+// many "is slow" lines (the suite sets a 1 ms threshold) are not echoed.
+QStringList logLines;
+QtMessageHandler echo = nullptr;
+void keepLog(QtMsgType type, const QMessageLogContext &context, const QString &message) {
+    logLines << message;
+    if (!message.contains(QStringLiteral(" is slow: ")))
+        echo(type, context, message);
+}
+
+int countLines(const QString &needle) {
+    return int(std::count_if(logLines.begin(), logLines.end(),
+                             [&](const QString &l) { return l.contains(needle); }));
+}
+
+/// Zombies named like QEMU or passt, anywhere ("pid (name) ppid").
+QStringList zombies() {
+    QStringList out;
+    for (const QString &pid : QDir(QStringLiteral("/proc")).entryList(QDir::Dirs)) {
+        QFile f(QStringLiteral("/proc/%1/stat").arg(pid));
+        if (!pid.toInt() || !f.open(QIODevice::ReadOnly))
+            continue;
+        const QByteArray stat = f.readAll();
+        const int open = stat.indexOf('('), close = stat.lastIndexOf(')');
+        const QByteArray name = stat.mid(open + 1, close - open - 1);
+        const QList<QByteArray> rest = stat.mid(close + 2).split(' ');
+        if (rest.size() > 1 && rest[0] == "Z" &&
+            (name.startsWith("qemu-system") || name.startsWith("passt")))
+            out << QStringLiteral("%1 (%2) parent %3")
+                       .arg(pid, QString::fromLatin1(name), QString::fromLatin1(rest[1]));
+    }
+    return out;
 }
 
 } // namespace
@@ -41,8 +79,10 @@ private:
 
 private slots:
     void initTestCase() {
+        echo = qInstallMessageHandler(keepLog);
         EngineConfig config = EngineConfig::defaults();
         config.dataDir = dataDir.path();
+        config.createWarnMs = 1; // every create here is "slow": the warning is tested
         engine = new Engine(config, this);
         auto opened = engine->open();
         QVERIFY2(opened.has_value(), qPrintable(opened ? QString() : opened.error().message));
@@ -264,6 +304,91 @@ private slots:
         auto gone = await(engine->exec(other, {QStringLiteral("true")}));
         QVERIFY(!gone);
         QCOMPARE(int(gone.error().kind), int(Kind::NotFound));
+    }
+
+    void createReportsItsPhases() {
+        // The shared sandbox's create (initTestCase): one line with every phase.
+        const QString created = logLines.filter(QStringLiteral("created ") + box).value(0);
+        for (const char *phase : {"overlay", "host filter", "passt", "domain start",
+                                  "first console line", "agent hello"})
+            QVERIFY2(created.contains(QStringLiteral(", %1 ").arg(QLatin1String(phase))) ||
+                         created.contains(QStringLiteral(": %1 ").arg(QLatin1String(phase))),
+                     qPrintable(QStringLiteral("no %1 in: %2").arg(QLatin1String(phase), created)));
+        // A create past its threshold names the phase it waits on.
+        const QString slow =
+            logLines.filter(QStringLiteral("create ") + box + QStringLiteral(" is slow")).value(0);
+        QVERIFY2(QRegularExpression(QStringLiteral("waiting on (overlay|host filter|passt|domain "
+                                                   "start|first console line|agent hello) for"))
+                     .match(slow)
+                     .hasMatch(),
+                 qPrintable(slow));
+
+        // While it runs, the create says what it waits on, in phase order.
+        QSignalSpy progress(engine, &Engine::createProgress);
+        auto other = await(
+            engine->create({QStringLiteral("small"), QStringLiteral("phases"), QString(), false}));
+        QVERIFY2(other.has_value(), qPrintable(other ? QString() : other.error().message));
+        const QStringList order = {
+            QStringLiteral("creating the disk"), QStringLiteral("starting the VM"),
+            QStringLiteral("booting the kernel"), QStringLiteral("waiting for the agent")};
+        int last = -1;
+        QStringList seen;
+        for (const auto &args : std::as_const(progress)) {
+            QCOMPARE(args.at(0).toString(), other->id);
+            const int at = int(order.indexOf(args.at(1).toString()));
+            seen << args.at(1).toString();
+            QVERIFY2(at > last, qPrintable(seen.join(QStringLiteral(" > "))));
+            last = at;
+        }
+        QVERIFY2(seen.size() >= 2, qPrintable(seen.join(QStringLiteral(" > "))));
+        QVERIFY(await(engine->destroy(other->id)).has_value());
+    }
+
+    void nodeIs22AndNpmInstallsATarball() {
+        ExecResult r = run(QStringLiteral("node --version && npm --version"));
+        QCOMPARE(r.exitCode, 0);
+        QVERIFY2(r.stdoutData.startsWith("v22."), r.stdoutData.constData());
+        // A package made and installed here (no registry needed).
+        r = run(QStringLiteral(
+                    "set -e; mkdir -p /tmp/pkg /tmp/app; cd /tmp/pkg; "
+                    "printf '{\"name\":\"sc-local\",\"version\":\"1.0.0\",\"main\":\"i.js\"}' "
+                    "> package.json; echo 'module.exports = 6 * 7' > i.js; npm pack --silent; "
+                    "cd /tmp/app; npm install --offline --no-audit --no-fund --silent "
+                    "/tmp/pkg/sc-local-1.0.0.tgz; node -e 'console.log(require(\"sc-local\"))'"),
+                QString(), {}, 180000);
+        QVERIFY2(r.exitCode == 0, r.stderrData.constData());
+        QVERIFY2(r.stdoutData.endsWith("42\n"), r.stdoutData.constData());
+    }
+
+    void qemuIsProbedOnceAndLeavesNoZombies() {
+        // libvirt's capability cache, written by the first create.
+        const QDir caps(dataDir.filePath(QStringLiteral("libvirt/cache/qemu/capabilities")));
+        const QFileInfoList files = caps.entryInfoList({QStringLiteral("*.xml")}, QDir::Files);
+        QCOMPARE(files.size(), 1);
+        auto stamp = [&] {
+            struct stat st {};
+            ::stat(QFile::encodeName(files[0].filePath()).constData(), &st);
+            return QPair<qint64, qint64>(qint64(st.st_ino), qint64(st.st_mtim.tv_sec) * 1000000000 +
+                                                                st.st_mtim.tv_nsec);
+        };
+        const auto before = stamp();
+        // 20 creates and destroys, four at a time, half with a network (passt).
+        for (int round = 0; round < 5; ++round) {
+            QList<QFuture<Result<SandboxInfo>>> creates;
+            for (int i = 0; i < 4; ++i)
+                creates << engine->create(
+                    {QStringLiteral("small"), QStringLiteral("churn"), QString(), i % 2 == 0});
+            for (auto &c : creates) {
+                auto info = await(c);
+                QVERIFY2(info.has_value(), qPrintable(info ? QString() : info.error().message));
+                QVERIFY(await(engine->destroy(info->id)).has_value());
+            }
+        }
+        QVERIFY2(stamp() == before, "libvirt rewrote its capabilities cache: it probed QEMU again");
+        QCOMPARE(countLines(QStringLiteral("probed QEMU's capabilities again")), 0);
+        // Every QEMU and passt that ended was reaped (by us, their adopter).
+        QTRY_VERIFY2_WITH_TIMEOUT(zombies().isEmpty(),
+                                  qPrintable(zombies().join(QStringLiteral("; "))), 10000);
     }
 
     void cleanupTestCase() {

@@ -122,6 +122,9 @@ QVariant SandboxModel::data(const QModelIndex &index, int role) const {
     case Size:
         return QStringLiteral("%1 (%2 vCPU, %3 MiB)").arg(r.size).arg(r.vcpus).arg(r.memoryMiB);
     case Status:
+        // A create says what it waits on ("creating: booting the kernel").
+        if (r.status == SandboxStatus::Creating && !r.statusReason.isEmpty())
+            return statusName(r.status) + QStringLiteral(": ") + r.statusReason;
         return statusName(r.status);
     case Age:
         return durationText((r.endedAt ? r.endedAt : now) - r.createdAt);

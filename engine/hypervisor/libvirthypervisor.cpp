@@ -1,8 +1,11 @@
 #include "libvirthypervisor.h"
 
+#include "accel.h"
+
 #include <QDir>
 #include <QFile>
 #include <QStringList>
+#include <QtDebug>
 
 #include <libvirt/libvirt.h>
 #include <libvirt/virterror.h>
@@ -79,13 +82,14 @@ Result<void> LibvirtHypervisor::writeEmbedConfig() {
     };
     if (geteuid() == 0) {
         // QEMU never runs as root: as root we hand it to libvirt's own user.
-        passwd *pw = getpwnam("libvirt-qemu");
+        passwd *pw = getpwnam(kQemuUser);
         if (!pw)
             return fail(EngineError::Kind::Unavailable,
-                        QStringLiteral("user libvirt-qemu is missing; install the package "
-                                       "libvirt-daemon-system (it creates the user QEMU runs as)"));
+                        QStringLiteral("user %1 is missing; install the package "
+                                       "libvirt-daemon-system (it creates the user QEMU runs as)")
+                            .arg(QString::fromLatin1(kQemuUser)));
         group *gr = getgrgid(pw->pw_gid);
-        lines << QStringLiteral("user = \"libvirt-qemu\"")
+        lines << QStringLiteral("user = \"%1\"").arg(QString::fromLatin1(kQemuUser))
               << QStringLiteral("group = \"%1\"").arg(QString::fromUtf8(gr ? gr->gr_name : "kvm"));
         qemuUid_ = pw->pw_uid;
         qemuGid_ = pw->pw_gid;
@@ -107,6 +111,8 @@ Result<void> LibvirtHypervisor::open() {
     if (uri_.startsWith(QStringLiteral("qemu:///embed"))) {
         if (auto r = writeEmbedConfig(); !r)
             return r;
+        caps_ = std::make_unique<CapsCacheWatch>(embedRoot_ +
+                                                 QStringLiteral("/cache/qemu/capabilities"));
     }
     virConnectPtr c = virConnectOpen(uri_.toUtf8().constData());
     if (!c)
@@ -134,10 +140,23 @@ Result<void> LibvirtHypervisor::startDomain(const DomainSpec &spec) {
     }
     const QByteArray xml = buildDomainXml(s).toUtf8();
     DomainPtr dom(virDomainCreateXML(conn_.get(), xml.constData(), 0));
+    checkCapabilitiesCache();
     if (!dom)
         return fail(EngineError::Kind::Unavailable,
                     QStringLiteral("libvirt could not start the VM: %1").arg(lastError()));
     return {};
+}
+
+void LibvirtHypervisor::checkCapabilitiesCache() {
+    if (!caps_)
+        return;
+    std::optional<bool> kvmUsable;
+    if (geteuid() == 0)
+        kvmUsable = kvmUsableBy(QString::fromLatin1(kQemuUser));
+    else if (QFile::exists(QStringLiteral("/dev/kvm")))
+        kvmUsable = ::access("/dev/kvm", R_OK | W_OK) == 0;
+    for (const QString &line : caps_->check(kvmUsable))
+        qWarning().noquote() << line;
 }
 
 Result<void> LibvirtHypervisor::destroyDomain(const QString &name) {

@@ -2,6 +2,7 @@
 // process (`qemu:///embed?root=...`): no daemon to install or start.
 #pragma once
 
+#include "capscache.h"
 #include "hypervisor.h"
 
 #include <QString>
@@ -27,9 +28,13 @@ public:
     Result<QList<DomainStatus>> listDomains() override;
 
     QString uri() const { return uri_; }
+    /// The user QEMU runs as when the app runs as root.
+    static constexpr const char *kQemuUser = "libvirt-qemu";
 
 private:
     Result<void> writeEmbedConfig();
+    /// Warns when libvirt probed QEMU again (embedded driver only).
+    void checkCapabilitiesCache();
 
     struct ConnDeleter {
         void operator()(_virConnect *c) const;
@@ -40,6 +45,7 @@ private:
     uid_t qemuUid_ = 0; // QEMU's user when we run as root, else 0
     gid_t qemuGid_ = 0;
     std::unique_ptr<_virConnect, ConnDeleter> conn_;
+    std::unique_ptr<CapsCacheWatch> caps_;
 };
 
 } // namespace sandcastle

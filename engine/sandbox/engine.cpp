@@ -5,15 +5,19 @@
 #include "../guest/guestchannel.h"
 #include "../hypervisor/accel.h"
 #include "../hypervisor/libvirthypervisor.h"
+#include "../hypervisor/reaper.h"
 #include "../network/egress.h"
 
 #include <QDir>
 #include <QElapsedTimer>
 #include <QFile>
 #include <QFileInfo>
+#include <QFileSystemWatcher>
 #include <QProcess>
 #include <QRandomGenerator>
 #include <QRegularExpression>
+#include <QTimer>
+#include <QtDebug>
 
 #include <unistd.h>
 
@@ -25,7 +29,9 @@ struct Engine::Sandbox {
     enum class State { Creating, Running, Destroying };
     SandboxInfo info;
     State state = State::Creating;
-    GuestChannel *channel = nullptr; // owned by the engine (QObject child)
+    GuestChannel *channel = nullptr;       // owned by the engine (QObject child)
+    CreateTrace trace;                     // of the create
+    QFileSystemWatcher *console = nullptr; // while waiting for the first console line
 };
 
 namespace {
@@ -54,6 +60,10 @@ EngineConfig EngineConfig::defaults() {
     c.dataDir = qEnvironmentVariable("SANDCASTLE_DATA_DIR", base);
     c.imageDir = qEnvironmentVariable("SANDCASTLE_IMAGE_DIR", base + QStringLiteral("/images"));
     c.libvirtUri = qEnvironmentVariable("SANDCASTLE_LIBVIRT_URI");
+    bool ok = false;
+    const int warnMs = qEnvironmentVariableIntValue("SANDCASTLE_CREATE_WARN_MS", &ok);
+    if (ok && warnMs > 0)
+        c.createWarnMs = warnMs;
     return c;
 }
 
@@ -110,7 +120,19 @@ Result<void> Engine::open() {
     }
     image_ = *image;
     if (ownBackend_) {
+        // QEMU and passt detach from us; we, not a PID 1 that may reap
+        // late, must reap them (docs/engine.md).
+        adoptOrphans();
+        const QString qemuUser = QString::fromLatin1(LibvirtHypervisor::kQemuUser);
+        if (geteuid() == 0) {
+            // Before libvirt's first probe: it and QEMU must agree on KVM.
+            if (QString note = ensureKvmAccess(qemuUser); !note.isEmpty())
+                qWarning().noquote() << note;
+        }
         AccelProbe accel = probeAccel();
+        if (accel.kvm && geteuid() == 0 && kvmUsableBy(qemuUser) == false)
+            accel = {false, QStringLiteral("QEMU's user %1 cannot open /dev/kvm: VMs are emulated")
+                                .arg(qemuUser)};
         accelReason_ = accel.reason;
         hypervisor_ = std::make_unique<LibvirtHypervisor>(
             config_.libvirtUri, config_.dataDir + QStringLiteral("/libvirt"), accel.kvm);
@@ -281,6 +303,15 @@ QFuture<Result<SandboxInfo>> Engine::create(const CreateOptions &options) {
     auto promise = std::make_shared<QPromise<Result<SandboxInfo>>>();
     promise->start();
     auto finish = [this, promise, box](Result<SandboxInfo> r) {
+        stopWatchingConsole(*box);
+        if (r)
+            qInfo().noquote() << "created" << box->info.id << "in" << box->trace.elapsedMs()
+                              << "ms:" << box->trace.summary();
+        else
+            qWarning().noquote() << "create" << box->info.id << "failed in"
+                                 << phaseName(box->trace.current()) << "after"
+                                 << box->trace.elapsedMs()
+                                 << "ms (" + box->trace.summary() + "):" << r.error().message;
         if (!r) {
             // Leave nothing behind: no domain, no overlay, no record.
             const QString id = box->info.id;
@@ -296,8 +327,6 @@ QFuture<Result<SandboxInfo>> Engine::create(const CreateOptions &options) {
         promise->finish();
     };
 
-    auto clock = std::make_shared<QElapsedTimer>();
-    clock->start();
     Hypervisor *hv = hypervisor_.get();
     const int diskGiB = size->diskGiB;
     const QStringList dns = options.internet ? dnsServers() : QStringList();
@@ -305,37 +334,94 @@ QFuture<Result<SandboxInfo>> Engine::create(const CreateOptions &options) {
     // to them (and only them) through its own rules.
     if (!dns.isEmpty())
         spec.cmdline += QStringLiteral(" sandcastle.dns=") + dns.join(QLatin1Char(','));
+    qInfo().noquote() << "creating" << info.id << "(" + size->name + ","
+                      << (options.internet ? "internet)" : "no network)");
+    enterPhase(box, CreatePhase::Overlay);
+    watchCreate(box, config_.createWarnMs);
     runInPool(&pool_,
-              [hv, spec, diskGiB, dir, dns, internet = options.internet]() mutable -> Result<void> {
+              [this, box, hv, spec, diskGiB, dir, dns,
+               internet = options.internet]() mutable -> Result<void> {
                   if (auto r = createOverlay(spec.base, spec.overlay, diskGiB); !r)
                       return r;
                   if (internet) {
                       // Never a passt without the filter: it may have been
                       // flushed since the last check, or a resolver is new.
+                      enterPhase(box, CreatePhase::HostFilter);
                       if (auto r = egress::ensureHostFilter(dns); !r)
                           return r;
+                      enterPhase(box, CreatePhase::Passt);
                       auto socket = egress::startPasst(dir);
                       if (!socket)
                           return std::unexpected(socket.error());
                       spec.netSocket = *socket;
                   }
+                  enterPhase(box, CreatePhase::DomainStart);
                   return hv->startDomain(spec);
               })
-        .then(this, [this, box, finish, clock](Result<void> started) {
+        .then(this, [this, box, finish](Result<void> started) {
             if (started && box->state == Sandbox::State::Destroying)
                 started = fail(Kind::Conflict, QStringLiteral("destroyed while it was starting"));
             if (!started) {
                 finish(std::unexpected(started.error()));
                 return;
             }
-            connectAgent(box, config_.bootTimeoutMs, [box, finish, clock](Result<SandboxInfo> r) {
-                box->info.bootMs = clock->elapsed();
+            enterPhase(box, CreatePhase::Kernel);
+            watchConsole(box);
+            connectAgent(box, config_.bootTimeoutMs, [box, finish](Result<SandboxInfo> r) {
+                box->info.bootMs = box->trace.elapsedMs();
                 if (r)
                     r->bootMs = box->info.bootMs;
                 finish(std::move(r));
             });
         });
     return promise->future();
+}
+
+void Engine::enterPhase(const std::shared_ptr<Sandbox> &box, CreatePhase phase) {
+    box->trace.enter(phase);
+    QMetaObject::invokeMethod(
+        this,
+        [this, box, phase] {
+            if (box->state == Sandbox::State::Creating && box->trace.current() == phase)
+                emit createProgress(box->info.id, phaseDescription(phase));
+        },
+        Qt::QueuedConnection);
+}
+
+void Engine::watchCreate(const std::shared_ptr<Sandbox> &box, int afterMs) {
+    QTimer::singleShot(afterMs, this, [this, box, afterMs] {
+        if (box->state != Sandbox::State::Creating || sandboxes_.value(box->info.id) != box)
+            return;
+        qWarning().noquote() << "create" << box->info.id
+                             << "is slow:" << box->trace.elapsedMs() / 1000
+                             << "s so far, waiting on" << phaseName(box->trace.current()) << "for"
+                             << box->trace.inPhaseMs() / 1000 << "s (" + box->trace.summary() + ")";
+        watchCreate(box, afterMs * 2);
+    });
+}
+
+void Engine::watchConsole(const std::shared_ptr<Sandbox> &box) {
+    // QEMU appends the guest's serial console to this file; the
+    // initramfs's first line means the kernel is up.
+    box->console = new QFileSystemWatcher(this);
+    auto check = [this, box] {
+        if (QFileInfo(box->info.consoleLog).size() == 0)
+            return;
+        if (box->trace.current() == CreatePhase::Kernel)
+            enterPhase(box, CreatePhase::Agent);
+        stopWatchingConsole(*box);
+    };
+    connect(box->console, &QFileSystemWatcher::fileChanged, this, check);
+    box->console->addPath(box->info.consoleLog);
+    check();
+}
+
+void Engine::stopWatchingConsole(Sandbox &box) {
+    if (!box.console)
+        return;
+    box.console->disconnect(this); // this may run inside its own signal
+    box.console->deleteLater();
+    box.console = nullptr;
 }
 
 void Engine::connectAgent(std::shared_ptr<Sandbox> box, int timeoutMs,

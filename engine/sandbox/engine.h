@@ -9,12 +9,15 @@
 #include "../guestimage.h"
 #include "../hypervisor/hypervisor.h"
 #include "../sizes.h"
+#include "createtrace.h"
 
 #include <QDateTime>
 #include <QFuture>
 #include <QHash>
 #include <QObject>
 #include <QThreadPool>
+
+class QFileSystemWatcher;
 
 #include <functional>
 #include <memory>
@@ -28,12 +31,14 @@ struct EngineConfig {
     QString imageDir;   // the guest image cache (shared by data dirs)
     QString libvirtUri; // empty: libvirt's embedded QEMU driver under dataDir
     int bootTimeoutMs = 180000;
+    int createWarnMs = 15000;           // a create still going after this says so in the log
     qint64 fileSizeLimit = 100ll << 20; // largest file read or written
     QStringList sandboxDns;             // sandboxes' DNS; empty: the host's resolv.conf
 
     /// Defaults: /var/lib/sandcastle for root (QEMU's user must read it),
     /// else ~/.local/share/sandcastle; SANDCASTLE_DATA_DIR,
-    /// SANDCASTLE_IMAGE_DIR and SANDCASTLE_LIBVIRT_URI override.
+    /// SANDCASTLE_IMAGE_DIR, SANDCASTLE_LIBVIRT_URI and
+    /// SANDCASTLE_CREATE_WARN_MS override.
     static EngineConfig defaults();
 };
 
@@ -110,6 +115,8 @@ public:
     static Result<void> validate(const ExecRequest &request);
 
 signals:
+    /// A create entered a new phase; `what` says what it waits on now.
+    void createProgress(const QString &id, const QString &what);
     void sandboxReady(const QString &id);
     void sandboxDestroyed(const QString &id);
     /// The VM went away without being destroyed through the engine.
@@ -121,6 +128,13 @@ private:
     /// Opens the agent channel of a started VM; `finish` gets the outcome.
     void connectAgent(std::shared_ptr<Sandbox> box, int timeoutMs,
                       std::function<void(Result<SandboxInfo>)> finish);
+    /// Moves a create to `phase` (any thread): the signal, on this thread.
+    void enterPhase(const std::shared_ptr<Sandbox> &box, CreatePhase phase);
+    /// Logs, then again at each doubling, while a create goes on too long.
+    void watchCreate(const std::shared_ptr<Sandbox> &box, int afterMs);
+    /// Waits for the guest's first console line (the kernel reached userspace).
+    void watchConsole(const std::shared_ptr<Sandbox> &box);
+    void stopWatchingConsole(Sandbox &box);
     QString sandboxDir(const QString &id) const;
     void dropChannel(Sandbox &box);
     void removeSandboxFiles(const QString &id);

@@ -54,6 +54,10 @@ SandboxService::SandboxService(Engine *engine, Store *store, Settings settings, 
     , store_(store)
     , settings_(std::move(settings)) {
     connect(engine_, &Engine::sandboxLost, this, &SandboxService::onLost);
+    connect(engine_, &Engine::createProgress, this, [this](const QString &id, const QString &what) {
+        if (store_->setCreatingReason(id, what))
+            emit sandboxChanged(id);
+    });
     ticker_.setInterval(1000);
     connect(&ticker_, &QTimer::timeout, this, &SandboxService::tick);
     reconciler_.setInterval(settings_.reconcileIntervalMs);

