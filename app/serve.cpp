@@ -84,6 +84,7 @@ int runServe(const ServeOptions &options) {
     if (config.libvirtUri.isEmpty())
         config.libvirtUri = settings.libvirtUri;
     config.sandboxDns = settings.sandboxDns;
+    config.userNamespaces = settings.sandboxUserNamespaces;
 
     QString firstKey;
     if ((*store)->accounts().isEmpty()) {

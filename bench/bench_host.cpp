@@ -18,7 +18,9 @@
 #include <QStandardPaths>
 #include <QTemporaryDir>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 
@@ -74,8 +76,13 @@ int main(int argc, char **argv) {
     for (int round = 0; round < n; ++round) {
         for (Kind &k : kinds) {
             ::prctl(PR_SET_CHILD_SUBREAPER, k.reaper ? 1 : 0);
-            if (k.probe)
-                ::chmod(qemu.constData(), qemuStat.st_mode & 07777); // a new ctime
+            // A new ctime. This stales every libvirt's cache of this QEMU
+            // on the host, libvirtd's too: each probes once more, no harm.
+            if (k.probe && ::chmod(qemu.constData(), qemuStat.st_mode & 07777) != 0) {
+                fprintf(stderr, "bench: cannot chmod %s (run as root): %s\n", qemu.constData(),
+                        strerror(errno));
+                return 1;
+            }
             QElapsedTimer clock;
             clock.start();
             auto box = await(engine.create({QStringLiteral("small"), {}, {}, false}));

@@ -315,8 +315,9 @@ private slots:
                 Reply list = http->call("GET", QStringLiteral("/sandboxes?status=creating"));
                 for (const QJsonValue &v : list.json.value("data").toArray()) {
                     const QString reason = v.toObject().value("status_reason").toString();
+                    // Null for a moment, before the first phase is recorded.
                     if (v.toObject().value("name").toString() == QStringLiteral("phases") &&
-                        (seen.isEmpty() || seen.last() != reason))
+                        !reason.isEmpty() && (seen.isEmpty() || seen.last() != reason))
                         seen << reason;
                 }
                 return pending->isFinished();

@@ -7,6 +7,7 @@
 
 #include <QCryptographicHash>
 #include <QDir>
+#include <QMutex>
 #include <QRandomGenerator>
 #include <QRegularExpression>
 #include <QSignalSpy>
@@ -14,6 +15,7 @@
 #include <QTest>
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 using namespace sandcastle;
 using Kind = EngineError::Kind;
@@ -28,20 +30,31 @@ template <typename T> T await(QFuture<T> f, int timeoutMs = 300000) {
 
 // The engine's log lines, kept for the tests that check what it says. The
 // many "is slow" lines (the suite sets a 1 ms threshold) are not echoed.
-QStringList logLines;
+QStringList logLines; // under logMutex: pool threads log too
+QMutex logMutex;
 QtMessageHandler echo = nullptr;
 void keepLog(QtMsgType type, const QMessageLogContext &context, const QString &message) {
+    QMutexLocker lock(&logMutex);
     logLines << message;
     if (!message.contains(QStringLiteral(" is slow: ")))
         echo(type, context, message);
 }
 
-int countLines(const QString &needle) {
-    return int(std::count_if(logLines.begin(), logLines.end(),
-                             [&](const QString &l) { return l.contains(needle); }));
+QStringList linesWith(const QString &needle) {
+    QMutexLocker lock(&logMutex);
+    return logLines.filter(needle);
 }
 
-/// Zombies named like QEMU or passt, anywhere ("pid (name) ppid").
+/// The parent of a process, from /proc/<pid>/stat (0 when it is gone).
+int parentOf(int pid) {
+    QFile f(QStringLiteral("/proc/%1/stat").arg(pid));
+    if (!f.open(QIODevice::ReadOnly))
+        return 0;
+    const QByteArray stat = f.readAll();
+    return stat.mid(stat.lastIndexOf(')') + 2).split(' ').value(1).toInt();
+}
+
+/// Zombie children of ours named like QEMU or passt ("pid (name) ppid").
 QStringList zombies() {
     QStringList out;
     for (const QString &pid : QDir(QStringLiteral("/proc")).entryList(QDir::Dirs)) {
@@ -52,7 +65,7 @@ QStringList zombies() {
         const int open = stat.indexOf('('), close = stat.lastIndexOf(')');
         const QByteArray name = stat.mid(open + 1, close - open - 1);
         const QList<QByteArray> rest = stat.mid(close + 2).split(' ');
-        if (rest.size() > 1 && rest[0] == "Z" &&
+        if (rest.size() > 1 && rest[0] == "Z" && rest[1].toInt() == getpid() &&
             (name.startsWith("qemu-system") || name.startsWith("passt")))
             out << QStringLiteral("%1 (%2) parent %3")
                        .arg(pid, QString::fromLatin1(name), QString::fromLatin1(rest[1]));
@@ -308,7 +321,7 @@ private slots:
 
     void createReportsItsPhases() {
         // The shared sandbox's create (initTestCase): one line with every phase.
-        const QString created = logLines.filter(QStringLiteral("created ") + box).value(0);
+        const QString created = linesWith(QStringLiteral("created ") + box).value(0);
         for (const char *phase : {"overlay", "host filter", "passt", "domain start",
                                   "first console line", "agent hello"})
             QVERIFY2(created.contains(QStringLiteral(", %1 ").arg(QLatin1String(phase))) ||
@@ -372,6 +385,10 @@ private slots:
                                                                 st.st_mtim.tv_nsec);
         };
         const auto before = stamp();
+        // The running VMs' QEMU processes are ours to reap, not PID 1's.
+        const int qemu = testing::qemuPidWith(Engine::domainNameFor(box));
+        QVERIFY(qemu > 0);
+        QCOMPARE(parentOf(qemu), int(getpid()));
         // 20 creates and destroys, four at a time, half with a network (passt).
         for (int round = 0; round < 5; ++round) {
             QList<QFuture<Result<SandboxInfo>>> creates;
@@ -385,7 +402,7 @@ private slots:
             }
         }
         QVERIFY2(stamp() == before, "libvirt rewrote its capabilities cache: it probed QEMU again");
-        QCOMPARE(countLines(QStringLiteral("probed QEMU's capabilities again")), 0);
+        QCOMPARE(linesWith(QStringLiteral("probed QEMU's capabilities again")), QStringList());
         // Every QEMU and passt that ended was reaped (by us, their adopter).
         QTRY_VERIFY2_WITH_TIMEOUT(zombies().isEmpty(),
                                   qPrintable(zombies().join(QStringLiteral("; "))), 10000);

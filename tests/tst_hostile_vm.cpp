@@ -124,6 +124,82 @@ private slots:
         QCOMPARE(out(exec(victim, QStringLiteral("id -u"))), QStringLiteral("1000\n"));
     }
 
+    void filesApiHasOnlyTheSandboxUsersRights() {
+        const QString files = QStringLiteral("/sandboxes/%1/files?path=").arg(victim);
+        auto put = [&](const QString &path, const QByteArray &body) {
+            return http->call("PUT", files + path, body);
+        };
+        auto get = [&](const QString &path) { return http->call("GET", files + path); };
+        auto says = [](const Reply &r, const char *text) {
+            return r.json.value("error").toObject().value("message").toString().contains(
+                QLatin1String(text));
+        };
+        // Kernel interfaces, where root's capabilities (not the file's
+        // mode) decide: a crash handler of the client's choosing, the
+        // agent's OOM immunity, kernel addresses.
+        const QString pattern =
+            out(exec(victim, QStringLiteral("cat /proc/sys/kernel/core_pattern")));
+        Reply r = put(QStringLiteral("/proc/sys/kernel/core_pattern"), "|/tmp/evil %p");
+        QCOMPARE(r.status, 403);
+        QCOMPARE(out(exec(victim, QStringLiteral("cat /proc/sys/kernel/core_pattern"))), pattern);
+        r = put(QStringLiteral("/proc/1/oom_score_adj"), "500");
+        QCOMPARE(r.status, 403);
+        QCOMPARE(out(exec(victim, QStringLiteral("cat /proc/1/oom_score_adj"))),
+                 QStringLiteral("-1000\n"));
+        // A file the user may open, where the writer's capabilities decide
+        // what the write may do: a process of the user's made OOM-immune.
+        const QString pid =
+            out(exec(victim, QStringLiteral("sleep 300 >/dev/null 2>&1 & echo $!"))).trimmed();
+        r = put(QStringLiteral("/proc/%1/oom_score_adj").arg(pid), "-1000");
+        QCOMPARE(r.status, 403);
+        QVERIFY2(says(r, "kernel interface"), r.body.constData());
+        QCOMPARE(out(exec(victim, QStringLiteral("cat /proc/%1/oom_score_adj; kill %1").arg(pid))),
+                 QStringLiteral("0\n"));
+        r = get(QStringLiteral("/proc/kallsyms"));
+        QCOMPARE(r.status, 403);
+        QVERIFY2(says(r, "kernel interface"), r.body.constData());
+        r = get(QStringLiteral("/sys/kernel/notes"));
+        QCOMPARE(r.status, 403);
+        // Root's files stay root's, with a message that says whose rights count.
+        r = get(QStringLiteral("/etc/shadow"));
+        QCOMPARE(r.status, 403);
+        QVERIFY2(says(r, "not readable by the sandbox user"), r.body.constData());
+        r = put(QStringLiteral("/etc/cron.d/evil"), "* * * * * root touch /pwned\n");
+        QCOMPARE(r.status, 403);
+        QVERIFY2(says(r, "not writable by the sandbox user"), r.body.constData());
+        // A magic link is not followed, even to a file the user may read.
+        QCOMPARE(code(exec(victim, QStringLiteral("ln -sf /proc/self/root/etc/hostname "
+                                                  "/workspace/magic"))),
+                 0);
+        r = get(QStringLiteral("/workspace/magic"));
+        QCOMPARE(r.status, 400);
+        QVERIFY2(says(r, "does not follow"), r.body.constData());
+        // Ordinary files and links of the user's still work.
+        QCOMPARE(put(QStringLiteral("/workspace/own/file.txt"), "mine").status, 200);
+        QCOMPARE(
+            code(exec(victim, QStringLiteral("ln -sf /workspace/own/file.txt /workspace/link"))),
+            0);
+        r = get(QStringLiteral("/workspace/link"));
+        QCOMPARE(r.status, 200);
+        QCOMPARE(r.body, QByteArray("mine"));
+        QCOMPARE(out(exec(victim, QStringLiteral("stat -c %U /workspace/own/file.txt"))),
+                 QStringLiteral("sandbox\n"));
+        bothStillWork();
+    }
+
+    void guestKernelIsHardened() {
+        Reply r = exec(victim, QStringLiteral("cat /proc/sys/kernel/modules_disabled "
+                                              "/proc/sys/kernel/kptr_restrict "
+                                              "/proc/sys/kernel/dmesg_restrict "
+                                              "/proc/sys/user/max_user_namespaces"));
+        QCOMPARE(out(r), QStringLiteral("1\n2\n1\n0\n"));
+        // What they stop: kernel addresses, the kernel log, user namespaces.
+        r = exec(victim, QStringLiteral("grep -m1 ' T ' /proc/kallsyms | cut -c1-16"));
+        QCOMPARE(out(r), QStringLiteral("0000000000000000\n"));
+        QVERIFY(code(exec(victim, QStringLiteral("dmesg"))) != 0);
+        QVERIFY(code(exec(victim, QStringLiteral("unshare -U true"))) != 0);
+    }
+
     void hugeOutputIsCapped() {
         Reply r = exec(victim, QStringLiteral("head -c 100M /dev/zero | tr '\\0' x"), 300000);
         QCOMPARE(r.json.value("stdout").toString().size(), 1 << 20);

@@ -6,6 +6,7 @@
 #include "hypervisor/reaper.h"
 
 #include <QFile>
+#include <QProcess>
 #include <QTemporaryDir>
 #include <QTest>
 
@@ -129,7 +130,7 @@ private slots:
         // The loop of the issue: the cache says KVM, QEMU's user cannot use it.
         const QString loop = reprobeReason(capsXml("1", true), capsXml("1", true), false);
         QVERIFY2(loop.contains(QStringLiteral("says KVM is available but QEMU's user cannot "
-                                              "open /dev/kvm")),
+                                              "read /dev/kvm")),
                  qPrintable(loop));
         QVERIFY(reprobeReason(old, old, std::nullopt)
                     .startsWith(QStringLiteral("nothing the cache records changed")));
@@ -166,7 +167,8 @@ private slots:
             if (pid == 0) {
                 if (!ownGroup)
                     setsid();
-                prctl(PR_SET_NAME, name);
+                if (name) // as if it ran that program; else it keeps our thread's name
+                    prctl(PR_SET_NAME, name);
                 _exit(0);
             }
             return pid;
@@ -175,9 +177,10 @@ private slots:
         const pid_t qemu = child(false, "qemu-system-x86");
         // A QProcess child running QEMU stays in our group: its owner reaps it.
         const pid_t ours = child(true, "qemu-system-x86");
-        // libvirt's intermediate child also leaves the group, but libvirt
-        // waits for it itself.
-        const pid_t libvirts = child(false, "rpc-worker");
+        // libvirt's intermediate child also leaves the group, but runs no
+        // program (it bears the name of the thread that forked it), and
+        // libvirt waits for it itself.
+        const pid_t libvirts = child(false, nullptr);
         for (pid_t pid : {qemu, ours, libvirts})
             QTRY_COMPARE(procState(pid), 'Z');
         QCOMPARE(reapOrphans(getpgrp()), 1);
@@ -219,6 +222,18 @@ private slots:
         QTRY_COMPARE_WITH_TIMEOUT(procState(grandchild), char(0), 10000);
         for (int fd : {report[0], report[1], end[0], end[1]})
             close(fd);
+    }
+
+    void processesStillGetTheirExitCodes() {
+        // With the reaper live, QProcess still reaps (and reports) its own.
+        QVERIFY(adoptOrphans());
+        for (int i = 0; i < 20; ++i) {
+            QProcess p;
+            p.start(QStringLiteral("sh"), {QStringLiteral("-c"), QStringLiteral("exit 7")});
+            QVERIFY(p.waitForFinished(10000));
+            QCOMPARE(p.exitStatus(), QProcess::NormalExit);
+            QCOMPARE(p.exitCode(), 7);
+        }
     }
 };
 

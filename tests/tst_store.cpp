@@ -176,6 +176,35 @@ private slots:
         QCOMPARE(formatMoney(50'000), QStringLiteral("0.05"));
         QCOMPARE(formatMoney(12'000'000), QStringLiteral("12.00"));
     }
+
+    void libvirtUriRunsNoProgram() {
+        Settings s;
+        for (const char *ok :
+             {"", "qemu:///system", "qemu:///session", "qemu:///embed?root=/var/lib/x",
+              "qemu+ssh://user@host/system", "qemu+tls://host/system"}) {
+            auto r = s.set(QStringLiteral("libvirt_uri"), QString::fromLatin1(ok));
+            QVERIFY2(r.has_value(), ok);
+            QCOMPARE(s.libvirtUri, QString::fromLatin1(ok));
+        }
+        // Transports that run a program, or reach another socket, as root.
+        for (const char *bad :
+             {"qemu+ext:///system?command=/tmp/evil", "qemu+ssh://h/system?command=/x",
+              "qemu+unix:///system?socket=/tmp/s", "qemu://host/system", "xen:///system",
+              "test:///default", "not a uri"}) {
+            auto r = s.set(QStringLiteral("libvirt_uri"), QString::fromLatin1(bad));
+            QVERIFY2(!r.has_value(), bad);
+        }
+        QCOMPARE(s.libvirtUri, QStringLiteral("qemu+tls://host/system"));
+    }
+
+    void userNamespacesAreOffByDefault() {
+        Settings s;
+        QCOMPARE(s.value(QStringLiteral("sandbox_user_namespaces")), QStringLiteral("off"));
+        QVERIFY(s.set(QStringLiteral("sandbox_user_namespaces"), QStringLiteral("on")).has_value());
+        QVERIFY(s.sandboxUserNamespaces);
+        QVERIFY(!s.set(QStringLiteral("sandbox_user_namespaces"), QStringLiteral("yes")));
+        QVERIFY(s.sandboxUserNamespaces);
+    }
 };
 
 QTEST_GUILESS_MAIN(TestStore)

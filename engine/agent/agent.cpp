@@ -1,13 +1,13 @@
 #include "agent.h"
 
 #include "limits.h"
+#include "sandboxfile.h"
 #include "system.h"
 
 #include <fcntl.h>
 #include <grp.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/fsuid.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -49,29 +49,6 @@ ErrorCode codeForErrno(int err) {
     default:
         return ErrorCode::Io;
     }
-}
-
-/// File operations are checked as `sandbox` would be: the fs uid/gid decide
-/// permissions, so the agent (root) never writes where the user may not.
-class AsSandbox {
-public:
-    AsSandbox() {
-        setfsgid(kSandboxGid);
-        setfsuid(kSandboxUid);
-    }
-    ~AsSandbox() {
-        setfsuid(0);
-        setfsgid(0);
-    }
-};
-
-int makeParents(const std::string &path) {
-    for (size_t i = 1; (i = path.find('/', i)) != std::string::npos; ++i) {
-        std::string dir = path.substr(0, i);
-        if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST)
-            return errno;
-    }
-    return 0;
 }
 
 bool validPath(const std::string &p) {
@@ -528,31 +505,13 @@ void Agent::openUpload(const proto::Frame &f) {
         sendError(f.id, ErrorCode::InvalidArgument, "path must be absolute");
         return;
     }
-    int fd = -1;
-    int err = 0;
-    {
-        AsSandbox as;
-        err = makeParents(path);
-        if (err == 0) {
-            fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NONBLOCK,
-                      mode & 0777);
-            err = fd < 0 ? errno : 0;
-        }
-    }
-    if (fd >= 0) {
-        struct stat st {};
-        if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-            close(fd);
-            fd = -1;
-            err = EISDIR;
-        } else {
-            fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
-        }
-    }
-    if (fd < 0) {
-        sendError(f.id, codeForErrno(err), path + ": " + strerror(err));
+    SandboxOpen opened = openAsSandbox(path, OpenFor::Write, mode);
+    if (opened.fd < 0) {
+        sendError(f.id, codeForErrno(opened.err), opened.message);
         return;
     }
+    const int fd = opened.fd;
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
     auto u = std::make_unique<Upload>();
     u->fd = fd;
     uploads_[f.id] = std::move(u);
@@ -566,19 +525,16 @@ void Agent::openDownload(const proto::Frame &f) {
         sendError(f.id, ErrorCode::InvalidArgument, "path must be absolute");
         return;
     }
-    int fd;
-    {
-        AsSandbox as;
-        fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    }
-    if (fd < 0) {
-        sendError(f.id, codeForErrno(errno), path + ": " + strerror(errno));
+    SandboxOpen opened = openAsSandbox(path, OpenFor::Read);
+    if (opened.fd < 0) {
+        sendError(f.id, codeForErrno(opened.err), opened.message);
         return;
     }
+    const int fd = opened.fd;
     struct stat st {};
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    if (fstat(fd, &st) != 0) {
         close(fd);
-        sendError(f.id, ErrorCode::InvalidArgument, path + ": not a regular file");
+        sendError(f.id, codeForErrno(errno), path + ": " + strerror(errno));
         return;
     }
     if (uint64_t(st.st_size) > limit) {

@@ -40,8 +40,8 @@ AccelProbe probeAccel() {
     return {true, QStringLiteral("KVM")};
 }
 
-bool canReadWrite(const struct stat &st, uid_t uid, const QList<gid_t> &groups) {
-    constexpr mode_t rw = S_IRUSR | S_IWUSR;
+bool canReadWrite(const struct stat &st, uid_t uid, const QList<gid_t> &groups, bool readOnly) {
+    const mode_t rw = readOnly ? S_IRUSR : S_IRUSR | S_IWUSR;
     if (st.st_uid == uid)
         return (st.st_mode & rw) == rw;
     if (groups.contains(st.st_gid))
@@ -84,14 +84,14 @@ std::optional<gid_t> kvmGroup() {
 
 } // namespace
 
-std::optional<bool> kvmUsableBy(const QString &user, const QString &device) {
+std::optional<bool> kvmUsableBy(const QString &user, const QString &device, bool readOnly) {
     struct stat st {};
     if (::stat(device.toLocal8Bit().constData(), &st) != 0 || !S_ISCHR(st.st_mode))
         return std::nullopt;
     auto ids = lookupUser(user);
     if (!ids)
         return std::nullopt;
-    return canReadWrite(st, ids->uid, ids->groups);
+    return canReadWrite(st, ids->uid, ids->groups, readOnly);
 }
 
 QString ensureKvmAccess(const QString &qemuUser, const QString &device) {

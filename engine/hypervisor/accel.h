@@ -22,13 +22,18 @@ struct AccelProbe {
 AccelProbe probeAccel();
 
 /// Whether a user with `uid` and `groups` may open a file with `st`'s
-/// owner and mode for reading and writing (root's override aside).
-bool canReadWrite(const struct stat &st, uid_t uid, const QList<gid_t> &groups);
+/// owner and mode for reading and writing, or reading only (`readOnly`);
+/// root's override aside.
+bool canReadWrite(const struct stat &st, uid_t uid, const QList<gid_t> &groups,
+                  bool readOnly = false);
 
 /// Whether `user` may open `device` (a character device) for reading and
-/// writing; nullopt when there is no such device or user.
+/// writing (QEMU needs both), or for reading only (`readOnly`: libvirt's
+/// test of whether its cached capabilities still hold); nullopt when there
+/// is no such device or user.
 std::optional<bool> kvmUsableBy(const QString &user,
-                                const QString &device = QStringLiteral("/dev/kvm"));
+                                const QString &device = QStringLiteral("/dev/kvm"),
+                                bool readOnly = false);
 
 /// QEMU runs as `qemuUser`, and so do libvirt's checks of whether KVM is
 /// usable, while libvirt's capability probe may have seen KVM as root. Where

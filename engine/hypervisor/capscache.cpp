@@ -28,7 +28,7 @@ Stamp stampOf(const QByteArray &xml) {
     while (!r.atEnd()) {
         if (r.readNext() != QXmlStreamReader::StartElement)
             continue;
-        // Only the top level (<qemuCaps>'s children) carries these.
+        // These names occur only as children of <qemuCaps>.
         const QString name = r.name().toString();
         if (name == QStringLiteral("flag") &&
             r.attributes().value(QStringLiteral("name")) == QStringLiteral("kvm"))
@@ -63,7 +63,7 @@ QString reprobeReason(const QByteArray &before, const QByteArray &after,
         why << (b.kvm ? QStringLiteral("KVM became usable")
                       : QStringLiteral("KVM became unusable"));
     if (kvmUsable && *kvmUsable != b.kvm)
-        why << QStringLiteral("the cache says KVM is %1 but QEMU's user %2 open /dev/kvm, so "
+        why << QStringLiteral("the cache says KVM is %1 but QEMU's user %2 read /dev/kvm, so "
                               "libvirt will probe again at every create")
                    .arg(b.kvm ? QStringLiteral("available") : QStringLiteral("unavailable"),
                         *kvmUsable ? QStringLiteral("can") : QStringLiteral("cannot"));

@@ -17,7 +17,8 @@
 namespace sandcastle {
 
 /// Why libvirt rewrote a capabilities file, from the file before and after.
-/// `kvmUsable`: whether QEMU's user can open /dev/kvm now (unknown: nullopt).
+/// `kvmUsable`: whether QEMU's user may read /dev/kvm now, libvirt's own
+/// test (unknown: nullopt).
 QString reprobeReason(const QByteArray &before, const QByteArray &after,
                       std::optional<bool> kvmUsable);
 

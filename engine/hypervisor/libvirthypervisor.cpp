@@ -150,11 +150,12 @@ Result<void> LibvirtHypervisor::startDomain(const DomainSpec &spec) {
 void LibvirtHypervisor::checkCapabilitiesCache() {
     if (!caps_)
         return;
+    // As libvirt judges its cache: may QEMU's user read /dev/kvm?
     std::optional<bool> kvmUsable;
     if (geteuid() == 0)
-        kvmUsable = kvmUsableBy(QString::fromLatin1(kQemuUser));
+        kvmUsable = kvmUsableBy(QString::fromLatin1(kQemuUser), QStringLiteral("/dev/kvm"), true);
     else if (QFile::exists(QStringLiteral("/dev/kvm")))
-        kvmUsable = ::access("/dev/kvm", R_OK | W_OK) == 0;
+        kvmUsable = ::access("/dev/kvm", R_OK) == 0;
     for (const QString &line : caps_->check(kvmUsable))
         qWarning().noquote() << line;
 }

@@ -16,11 +16,12 @@ namespace sandcastle {
 bool adoptOrphans();
 
 /// Reaps the zombie children of this process that are adopted daemons:
-/// outside `ownGroup` (a daemon calls setsid) and running QEMU or passt.
-/// Both tests matter: QProcess's children stay in our group and QProcess
-/// reaps them itself, and libvirt's own intermediate child (it calls setsid,
-/// forks QEMU and exits) is waited for by libvirt. Returns how many were
-/// reaped. The reaper thread calls it; tests call it directly.
+/// outside `ownGroup` (a daemon calls setsid) and running a program of
+/// their own (a name none of our threads bears). Both tests matter:
+/// QProcess's children stay in our group and QProcess reaps them itself,
+/// and libvirt's intermediate child (it calls setsid, forks QEMU and exits
+/// without running a program) is waited for by libvirt. Returns how many
+/// were reaped. The reaper thread calls it; tests call it directly.
 int reapOrphans(pid_t ownGroup);
 
 } // namespace sandcastle

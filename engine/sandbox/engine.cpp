@@ -19,6 +19,7 @@
 #include <QTimer>
 #include <QtDebug>
 
+#include <algorithm>
 #include <unistd.h>
 
 namespace sandcastle {
@@ -291,6 +292,8 @@ QFuture<Result<SandboxInfo>> Engine::create(const CreateOptions &options) {
     spec.kernel = image_.kernel;
     spec.initrd = image_.initrd;
     spec.cmdline = guestKernelCmdline(hypervisor_->accelerated());
+    if (config_.userNamespaces)
+        spec.cmdline += QStringLiteral(" sandcastle.userns=1");
     spec.base = image_.base;
     spec.overlay = dir + QStringLiteral("/disk.qcow2");
     spec.consoleLog = info.consoleLog;
@@ -388,15 +391,17 @@ void Engine::enterPhase(const std::shared_ptr<Sandbox> &box, CreatePhase phase) 
         Qt::QueuedConnection);
 }
 
-void Engine::watchCreate(const std::shared_ptr<Sandbox> &box, int afterMs) {
-    QTimer::singleShot(afterMs, this, [this, box, afterMs] {
+void Engine::watchCreate(const std::shared_ptr<Sandbox> &box, int atMs) {
+    // Timed from the create's start: warnings at 1x, 2x, 4x ... the threshold.
+    const qint64 wait = std::max<qint64>(0, atMs - box->trace.elapsedMs());
+    QTimer::singleShot(int(wait), this, [this, box, atMs] {
         if (box->state != Sandbox::State::Creating || sandboxes_.value(box->info.id) != box)
             return;
         qWarning().noquote() << "create" << box->info.id
                              << "is slow:" << box->trace.elapsedMs() / 1000
                              << "s so far, waiting on" << phaseName(box->trace.current()) << "for"
                              << box->trace.inPhaseMs() / 1000 << "s (" + box->trace.summary() + ")";
-        watchCreate(box, afterMs * 2);
+        watchCreate(box, atMs * 2);
     });
 }
 

@@ -34,6 +34,7 @@ struct EngineConfig {
     int createWarnMs = 15000;           // a create still going after this says so in the log
     qint64 fileSizeLimit = 100ll << 20; // largest file read or written
     QStringList sandboxDns;             // sandboxes' DNS; empty: the host's resolv.conf
+    bool userNamespaces = false;        // unprivileged user namespaces in guests
 
     /// Defaults: /var/lib/sandcastle for root (QEMU's user must read it),
     /// else ~/.local/share/sandcastle; SANDCASTLE_DATA_DIR,
@@ -130,8 +131,9 @@ private:
                       std::function<void(Result<SandboxInfo>)> finish);
     /// Moves a create to `phase` (any thread): the signal, on this thread.
     void enterPhase(const std::shared_ptr<Sandbox> &box, CreatePhase phase);
-    /// Logs, then again at each doubling, while a create goes on too long.
-    void watchCreate(const std::shared_ptr<Sandbox> &box, int afterMs);
+    /// Logs when a create is still going `atMs` after it began, then again
+    /// at each doubling.
+    void watchCreate(const std::shared_ptr<Sandbox> &box, int atMs);
     /// Waits for the guest's first console line (the kernel reached userspace).
     void watchConsole(const std::shared_ptr<Sandbox> &box);
     void stopWatchingConsole(Sandbox &box);

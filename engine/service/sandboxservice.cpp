@@ -55,7 +55,7 @@ SandboxService::SandboxService(Engine *engine, Store *store, Settings settings, 
     , settings_(std::move(settings)) {
     connect(engine_, &Engine::sandboxLost, this, &SandboxService::onLost);
     connect(engine_, &Engine::createProgress, this, [this](const QString &id, const QString &what) {
-        if (store_->setCreatingReason(id, what))
+        if (auto changed = store_->setCreatingReason(id, what); changed && *changed)
             emit sandboxChanged(id);
     });
     ticker_.setInterval(1000);

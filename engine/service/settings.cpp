@@ -5,6 +5,7 @@
 #include <QHostAddress>
 #include <QRegularExpression>
 #include <QUrl>
+#include <QUrlQuery>
 #include <QtDebug>
 
 namespace sandcastle {
@@ -79,6 +80,9 @@ QList<std::pair<QString, QString>> Settings::describe() {
          QStringLiteral("extra browser origins allowed to call the API, comma separated")},
         {QStringLiteral("sandbox_dns"),
          QStringLiteral("IPv4 resolvers for sandboxes, comma separated (empty: the host's)")},
+        {QStringLiteral("sandbox_user_namespaces"),
+         QStringLiteral("on: user namespaces in sandboxes (Chromium's sandbox, rootless "
+                        "containers); off (default): a smaller kernel attack surface")},
     };
 }
 
@@ -126,9 +130,20 @@ Result<void> Settings::set(const QString &key, const QString &value) {
             return std::unexpected(v.error());
         ratesMicrosPerHour[size] = *v;
     } else if (key == QLatin1String("libvirt_uri")) {
-        if (!value.isEmpty() && !QUrl(value, QUrl::StrictMode).isValid())
+        // The service runs as root: a transport such as qemu+ext runs a
+        // program of the URI's choosing. Only local QEMU and the remote
+        // transports that do not.
+        const QUrl url(value, QUrl::StrictMode);
+        static const QStringList schemes = {QStringLiteral("qemu"), QStringLiteral("qemu+ssh"),
+                                            QStringLiteral("qemu+tls")};
+        if (!value.isEmpty() && (!url.isValid() || !schemes.contains(url.scheme()) ||
+                                 (url.scheme() == QLatin1String("qemu") && !url.host().isEmpty()) ||
+                                 QUrlQuery(url).hasQueryItem(QStringLiteral("command")) ||
+                                 QUrlQuery(url).hasQueryItem(QStringLiteral("socket"))))
             return fail(Kind::InvalidArgument,
-                        QStringLiteral("libvirt_uri is not a URI (e.g. qemu:///session)"));
+                        QStringLiteral("libvirt_uri must be qemu:///system, qemu:///session, "
+                                       "qemu:///embed?root=..., or qemu+ssh:// / qemu+tls:// "
+                                       "without command= or socket="));
         libvirtUri = value;
     } else if (key == QLatin1String("reconcile_interval_ms")) {
         auto v = parseInt(key, value, 500, 600000);
@@ -163,6 +178,11 @@ Result<void> Settings::set(const QString &key, const QString &value) {
             return fail(Kind::InvalidArgument,
                         QStringLiteral("sandbox_dns takes at most three resolvers"));
         sandboxDns = servers;
+    } else if (key == QLatin1String("sandbox_user_namespaces")) {
+        if (value != QLatin1String("on") && value != QLatin1String("off"))
+            return fail(Kind::InvalidArgument,
+                        QStringLiteral("sandbox_user_namespaces is on or off"));
+        sandboxUserNamespaces = value == QLatin1String("on");
     } else {
         return fail(Kind::InvalidArgument,
                     QStringLiteral("unknown setting '%1': `sandcastle config list` shows them")
@@ -194,6 +214,8 @@ QString Settings::value(const QString &key) const {
         return allowedOrigins.join(QLatin1Char(','));
     if (key == QLatin1String("sandbox_dns"))
         return sandboxDns.join(QLatin1Char(','));
+    if (key == QLatin1String("sandbox_user_namespaces"))
+        return sandboxUserNamespaces ? QStringLiteral("on") : QStringLiteral("off");
     return {};
 }
 

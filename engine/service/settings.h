@@ -21,8 +21,9 @@ struct Settings {
     QMap<QString, qint64> ratesMicrosPerHour; // per size
     QString libvirtUri;                       // empty: the embedded driver
     int reconcileIntervalMs = 5000;
-    QStringList allowedOrigins; // besides the loopback origins of the port
-    QStringList sandboxDns;     // empty: the host's resolvers
+    QStringList allowedOrigins;         // besides the loopback origins of the port
+    QStringList sandboxDns;             // empty: the host's resolvers
+    bool sandboxUserNamespaces = false; // unprivileged user namespaces in guests
 
     Settings();
     /// The stored values over the defaults. Values are checked when stored,

@@ -201,10 +201,13 @@ Result<void> Store::setRunning(const QString &id, qint64 bootMs) {
     return done(q);
 }
 
-Result<void> Store::setCreatingReason(const QString &id, const QString &what) {
-    return done(run(QStringLiteral("UPDATE sandboxes SET status_reason = ?"
-                                   " WHERE id = ? AND status = 'creating'"),
-                    {what, id}));
+Result<bool> Store::setCreatingReason(const QString &id, const QString &what) {
+    auto q = run(QStringLiteral("UPDATE sandboxes SET status_reason = ?"
+                                " WHERE id = ? AND status = 'creating' AND status_reason != ?"),
+                 {what, id, what});
+    if (!q)
+        return std::unexpected(q.error());
+    return q->numRowsAffected() > 0;
 }
 
 Result<void> Store::setStopping(const QString &id, SandboxStatus ending, const QString &reason) {

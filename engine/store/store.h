@@ -74,7 +74,8 @@ public:
                                                std::optional<SandboxStatus> status) const;
     Result<void> setRunning(const QString &id, qint64 bootMs);
     /// While it is creating: what the create waits on (status_reason).
-    Result<void> setCreatingReason(const QString &id, const QString &what);
+    /// True when that changed the record.
+    Result<bool> setCreatingReason(const QString &id, const QString &what);
     /// Marks the sandbox stopping (it will end as `ending`) with a reason.
     Result<void> setStopping(const QString &id, SandboxStatus ending, const QString &reason);
     /// Final status; bills up to `endedAt` first when `bill` is set.

