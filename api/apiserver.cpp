@@ -14,13 +14,28 @@
 #include <QPointer>
 #include <QTcpServer>
 #include <QTcpSocket>
+#include <QTimer>
 #include <QtDebug>
+
+#include <atomic>
 
 namespace sandcastle::api {
 
 using Kind = EngineError::Kind;
 using Method = QHttpServerRequest::Method;
 using Status = QHttpServerResponder::StatusCode;
+
+namespace {
+// Requests refused for want of a valid key are counted, not logged one line
+// each: anything that can reach the port (a web page in the user's
+// browser) could otherwise fill the log.
+std::atomic<qint64> refusedUnauthenticated{0};
+
+void logRefusedCount() {
+    if (const qint64 n = refusedUnauthenticated.exchange(0); n > 0)
+        qInfo().noquote() << n << "request(s) without a valid API key refused (401)";
+}
+} // namespace
 
 /// One request from arrival to answer. Copied out of QtHttpServer's
 /// request object, which does not outlive the handler.
@@ -48,11 +63,17 @@ struct ApiServer::Call {
                                  .arg(clock.elapsed());
         // QtHttpServer 6.4 writes to a raw socket pointer: writing after the
         // client went away would crash, so look first.
+        if (status == 401)
+            ++refusedUnauthenticated;
+        else
+            logRefusedCount(); // so the count stands in order among the lines
         if (!socket || socket->state() != QAbstractSocket::ConnectedState) {
-            qInfo().noquote() << line << "- client gone, answer dropped";
+            if (status != 401)
+                qInfo().noquote() << line << "- client gone, answer dropped";
             return;
         }
-        qInfo().noquote() << line;
+        if (status != 401)
+            qInfo().noquote() << line;
         responder->writeStatusLine(Status(status));
         if (!contentType.isEmpty())
             responder->writeHeader("Content-Type", contentType);
@@ -125,7 +146,13 @@ void answerLater(QObject *context, const std::shared_ptr<ApiServer::Call> &call,
 ApiServer::ApiServer(SandboxService *service, QObject *parent)
     : QAbstractHttpServer(parent)
     , service_(service)
-    , mcp_(new McpServer(service, this)) {}
+    , mcp_(new McpServer(service, this)) {
+    // A quiet minute after refused requests still reports them.
+    auto *summary = new QTimer(this);
+    summary->setInterval(60000);
+    connect(summary, &QTimer::timeout, this, [] { logRefusedCount(); });
+    summary->start();
+}
 
 ApiServer::~ApiServer() = default;
 

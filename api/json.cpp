@@ -61,6 +61,8 @@ QJsonObject execRecordJson(const ExecRecord &e) {
     QJsonObject o{
         {QStringLiteral("id"), e.id},
         {QStringLiteral("command"), e.command},
+        {QStringLiteral("command_bytes"), e.commandBytes},
+        {QStringLiteral("command_sha256"), orNull(e.commandSha256)},
         {QStringLiteral("cwd"), e.cwd},
         {QStringLiteral("env_names"), QJsonArray::fromStringList(e.envNames)},
         {QStringLiteral("timeout_ms"), e.timeoutMs},

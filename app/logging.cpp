@@ -12,6 +12,22 @@ namespace {
 QFile *logFile = nullptr;
 QMutex logMutex;
 
+/// One message, one line, nothing for a terminal to obey: control
+/// characters (a newline that forges a log line, an escape sequence that
+/// drives the terminal) become \xNN. Paths and names come from clients.
+QString escaped(const QString &message) {
+    QString out;
+    out.reserve(message.size());
+    for (QChar c : message) {
+        const ushort u = c.unicode();
+        if (u < 0x20 || u == 0x7f || (u >= 0x80 && u < 0xa0))
+            out += QStringLiteral("\\x%1").arg(u, 2, 16, QLatin1Char('0'));
+        else
+            out += c;
+    }
+    return out;
+}
+
 void handler(QtMsgType type, const QMessageLogContext &, const QString &message) {
     const char *level = type == QtDebugMsg      ? "debug"
                         : type == QtInfoMsg     ? "info"
@@ -20,7 +36,7 @@ void handler(QtMsgType type, const QMessageLogContext &, const QString &message)
                                                 : "fatal";
     const QByteArray line = QStringLiteral("%1 %2 %3\n")
                                 .arg(QDateTime::currentDateTimeUtc().toString(Qt::ISODateWithMs),
-                                     QString::fromLatin1(level), message)
+                                     QString::fromLatin1(level), escaped(message))
                                 .toUtf8();
     QMutexLocker lock(&logMutex);
     fwrite(line.constData(), 1, size_t(line.size()), stderr);
@@ -36,7 +52,10 @@ void handler(QtMsgType type, const QMessageLogContext &, const QString &message)
 void installLogging(const QString &file) {
     if (!file.isEmpty()) {
         logFile = new QFile(file);
-        if (!logFile->open(QIODevice::Append | QIODevice::Text)) {
+        // 0600 from the first byte (a new file), and for an older one too.
+        const auto mine = QFile::ReadOwner | QFile::WriteOwner;
+        if (!logFile->open(QIODevice::Append | QIODevice::Text, mine) ||
+            !logFile->setPermissions(mine)) {
             delete logFile;
             logFile = nullptr;
         }

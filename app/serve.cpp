@@ -85,6 +85,7 @@ int runServe(const ServeOptions &options) {
         config.libvirtUri = settings.libvirtUri;
     config.sandboxDns = settings.sandboxDns;
     config.userNamespaces = settings.sandboxUserNamespaces;
+    config.maxBooting = settings.maxBooting;
 
     QString firstKey;
     if ((*store)->accounts().isEmpty()) {

@@ -1,10 +1,13 @@
 // Account limits through the real service and real VMs: the cap of 20
-// live sandboxes (the 21st create is refused with 429) and prepaid credit
+// live sandboxes (the 21st create is refused with 429), the host's limit
+// across accounts (503), boots queued two at a time, and prepaid credit
 // running out (the running sandbox is destroyed, the next create gets 402).
 #include "support/service.h"
 
 #include <QJsonArray>
 #include <QTemporaryDir>
+
+#include <algorithm>
 
 using namespace testing;
 
@@ -22,6 +25,8 @@ private slots:
         // A cent a second makes credit run out within a test.
         admin(dir.path(), {"config", "set", "rate.small", "36"});
         admin(dir.path(), {"config", "set", "signup_credit", "1000"});
+        admin(dir.path(), {"config", "set", "max_host_sandboxes", "20"});
+        admin(dir.path(), {"config", "set", "max_booting", "2"});
         int rc = -1;
         admin(dir.path(), {"config", "set", "rate.small", "-1"}, &rc);
         QCOMPARE(rc, 1); // refused, and not stored:
@@ -37,6 +42,19 @@ private slots:
         for (int i = 0; i < 20; ++i)
             pending << http->send("POST", QStringLiteral("/sandboxes"),
                                   QByteArray(R"({"size":"small","name":"cap"})"));
+        // Two boot at a time; the others say they wait for a slot.
+        QStringList reasons;
+        QVERIFY(QTest::qWaitFor(
+            [&] {
+                const Reply list = http->call("GET", QStringLiteral("/sandboxes?status=creating"));
+                for (const QJsonValue &v : list.json.value("data").toArray())
+                    reasons << v.toObject().value("status_reason").toString();
+                return std::all_of(pending.begin(), pending.end(),
+                                   [](QNetworkReply *r) { return r->isFinished(); });
+            },
+            900000));
+        QVERIFY2(reasons.contains(QStringLiteral("waiting for a boot slot")),
+                 qPrintable(reasons.join(QLatin1Char(','))));
         QStringList ids;
         for (QNetworkReply *r : pending) {
             Reply reply = Http::wait(r);
@@ -49,6 +67,17 @@ private slots:
         QCOMPARE(refused.errorType(), QStringLiteral("rate_limited"));
         QVERIFY(refused.message().contains(QLatin1String("20")));
         QCOMPARE(qemuProcessesWith(dir.path()), 20);
+        // Another account is within its own cap, but the host is full.
+        Http neighbour(service->base(),
+                       keyIn(admin(dir.path(), {"accounts", "create", "--name", "neighbour"})));
+        Reply full = neighbour.call("POST", QStringLiteral("/sandboxes"), QByteArray("{}"));
+        QCOMPARE(full.status, 503);
+        QVERIFY2(full.message().contains(QLatin1String("max_host_sandboxes")),
+                 full.body.constData());
+        QCOMPARE(qemuProcessesWith(dir.path()), 20);
+        // Each boot waited its turn: the log names the queue among the phases.
+        QVERIFY(service->log().contains(QRegularExpression(
+            QStringLiteral("created sbx_\\w+ in \\d+ ms: queue \\d+ ms, overlay"))));
 
         QList<QNetworkReply *> deletes;
         for (const QString &id : ids)

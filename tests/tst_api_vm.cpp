@@ -13,6 +13,8 @@
 #include <QTemporaryDir>
 
 #include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 using namespace testing;
 
@@ -113,6 +115,32 @@ private slots:
         admin(dir.path(),
               {QStringLiteral("keys"), QStringLiteral("revoke"), id.match(out).captured(1)});
         QCOMPARE(second.call("GET", QStringLiteral("/sandboxes/") + box).status, 401);
+    }
+
+    void logIsNoWriteChannel() {
+        // Requests without a valid key are counted, not logged one by one.
+        Http wrong(service->base(), QStringLiteral("sc_") + QString(40, QLatin1Char('b')));
+        for (int i = 0; i < 30; ++i)
+            QCOMPARE(wrong.call("GET", QStringLiteral("/sandboxes?unauth-probe")).status, 401);
+        // A path that would forge a log line and colour the terminal.
+        const QUrl base(service->base());
+        const QByteArray forged = "GET /v1/sandboxes/x%1b%5b31mred%0a2026-01-01T00:00:00.000Z%20"
+                                  "info%20forged HTTP/1.1\r\nHost: 127.0.0.1:" +
+                                  QByteArray::number(base.port()) + "\r\nAuthorization: Bearer " +
+                                  service->key().toLatin1() + "\r\n\r\n";
+        const int status = http->raw(forged).first;
+        QVERIFY2(status == 404 || status == 400, qPrintable(QString::number(status)));
+        QCOMPARE(http->call("GET", QStringLiteral("/sandboxes?after-probe")).status, 200);
+        const QString log = service->log();
+        QVERIFY2(!log.contains(QStringLiteral("unauth-probe")), "a refused request was logged");
+        static const QRegularExpression counted(
+            QStringLiteral("(\\d+) request\\(s\\) without a valid API key refused"));
+        const auto m = counted.match(log);
+        QVERIFY2(m.hasMatch() && m.captured(1).toInt() >= 30, qPrintable(log.right(2000)));
+        QVERIFY(!log.contains(QChar(0x1b)));
+        QVERIFY(!log.contains(QStringLiteral("\n2026-01-01T00:00:00.000Z info forged")));
+        QVERIFY2(log.contains(QStringLiteral("x\\x1b[31mred\\x0a2026-01-01")),
+                 qPrintable(log.right(2000)));
     }
 
     void keysAreHashedAtRest() {
@@ -301,11 +329,40 @@ private slots:
             QCOMPARE(v.toObject().value("status").toString(), QStringLiteral("running"));
     }
 
+    void hostFilesArePrivate() {
+        auto mode = [](const QString &path) {
+            struct stat st {};
+            return ::stat(QFile::encodeName(path).constData(), &st) == 0 ? int(st.st_mode & 07777)
+                                                                         : -1;
+        };
+        QCOMPARE(mode(dir.filePath(QStringLiteral("sandcastle.db"))), 0600);
+        QCOMPARE(mode(dir.filePath(QStringLiteral("sandcastle.log"))), 0600);
+        const QString folder = dir.filePath(QStringLiteral("sandboxes/") + box);
+        QCOMPARE(mode(folder), 0711);
+        QCOMPARE(mode(folder + QStringLiteral("/disk.qcow2")), 0600);
+        if (geteuid() != 0)
+            return;
+        // Another local user can neither list a sandbox's folder nor read its disk.
+        for (const QStringList &command :
+             {QStringList{QStringLiteral("ls"), folder},
+              QStringList{QStringLiteral("head"), QStringLiteral("-c1"),
+                          folder + QStringLiteral("/disk.qcow2")}}) {
+            QProcess p;
+            p.start(QStringLiteral("setpriv"),
+                    QStringList{QStringLiteral("--reuid=nobody"), QStringLiteral("--regid=nogroup"),
+                                QStringLiteral("--clear-groups")} +
+                        command);
+            QVERIFY(p.waitForFinished(10000));
+            QVERIFY2(p.exitCode() != 0, qPrintable(command.join(QLatin1Char(' '))));
+        }
+    }
+
     void creatingSaysWhatItWaitsOn() {
         static const QStringList phases = {
-            QStringLiteral("creating the disk"),    QStringLiteral("checking the host filter"),
-            QStringLiteral("starting the network"), QStringLiteral("starting the VM"),
-            QStringLiteral("booting the kernel"),   QStringLiteral("waiting for the agent")};
+            QStringLiteral("waiting for a boot slot"),  QStringLiteral("creating the disk"),
+            QStringLiteral("checking the host filter"), QStringLiteral("starting the network"),
+            QStringLiteral("starting the VM"),          QStringLiteral("booting the kernel"),
+            QStringLiteral("waiting for the agent")};
         QNetworkReply *pending =
             http->send("POST", QStringLiteral("/sandboxes"), R"({"name":"phases"})");
         // Another client watches the list while the create is under way.

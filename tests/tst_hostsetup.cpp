@@ -1,6 +1,7 @@
 // Host set-up without VMs: /dev/kvm made usable for QEMU's user the way
 // udev would, the reasons given when libvirt probes QEMU again, and the
 // reaping of daemonized children.
+#include "hostresources.h"
 #include "hypervisor/accel.h"
 #include "hypervisor/capscache.h"
 #include "hypervisor/reaper.h"
@@ -119,6 +120,32 @@ private slots:
         struct stat st {};
         QVERIFY(::stat(QFile::encodeName(file).constData(), &st) == 0);
         QCOMPARE(st.st_mode & 07777, mode_t(0600));
+    }
+
+    void roomIsCheckedBeforeACreate() {
+        const HostMemory m = parseMeminfo("MemTotal:       24576000 kB\nMemFree:  100 kB\n"
+                                          "MemAvailable:     512000 kB\n");
+        QCOMPARE(m.totalMiB, 24000);
+        QCOMPARE(m.availableMiB, 500);
+        const SandboxSize small = *findSize(QStringLiteral("small"));
+        auto memory = checkRoomFor(small, QStringLiteral("/data"), m, qint64(100) << 30);
+        QVERIFY(!memory);
+        QCOMPARE(int(memory.error().kind), int(EngineError::Kind::Unavailable));
+        QVERIFY2(memory.error().message.contains(QStringLiteral("524 MiB short")),
+                 qPrintable(memory.error().message));
+        const HostMemory plenty{24000, 20000};
+        auto disk = checkRoomFor(small, QStringLiteral("/data"), plenty, qint64(3) << 30);
+        QVERIFY(!disk);
+        QCOMPARE(int(disk.error().kind), int(EngineError::Kind::NoSpace));
+        QVERIFY2(disk.error().message.contains(QStringLiteral("3072 MiB free in /data")) &&
+                     disk.error().message.contains(QStringLiteral("5120 MiB short")),
+                 qPrintable(disk.error().message));
+        QVERIFY(checkRoomFor(small, QStringLiteral("/data"), plenty, qint64(8) << 30));
+        QCOMPARE(defaultHostSandboxLimit(plenty), 46);
+        QCOMPARE(defaultHostSandboxLimit(HostMemory{512, 100}), 2);
+        // This host's own figures parse.
+        QVERIFY(hostMemory().totalMiB > 0);
+        QVERIFY(freeDiskBytes(QStringLiteral("/")) > 0);
     }
 
     void reprobeReasons() {

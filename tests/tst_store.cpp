@@ -3,6 +3,7 @@
 #include "service/settings.h"
 #include "store/store.h"
 
+#include <QCryptographicHash>
 #include <QSqlDatabase>
 #include <QSqlQuery>
 #include <QTemporaryDir>
@@ -156,6 +157,25 @@ private slots:
         QCOMPARE(rows[0].status, QStringLiteral("interrupted"));
         QCOMPARE(rows[1].status, QStringLiteral("finished"));
         QCOMPARE(rows[1].envNames, QStringList({"A", "B"}));
+
+        // A 1 MiB command keeps 4 KiB in the record, with its length and hash;
+        // the cut never splits a character.
+        ExecRecord big = e;
+        big.command = QStringLiteral("echo ") + QString(4090, QLatin1Char('x')) +
+                      QString(300000, QChar(0x00e9)); // 'é': two bytes each
+        const QByteArray whole = big.command.toUtf8();
+        auto bigId = s->beginExec(big);
+        QVERIFY(bigId.has_value());
+        const ExecRecord kept = s->execs(e.sandboxId, 1).value(0);
+        QCOMPARE(kept.id, *bigId);
+        QVERIFY(kept.command.toUtf8().size() <= kStoredCommandBytes);
+        QVERIFY(kept.command.toUtf8().size() >= kStoredCommandBytes - 1);
+        QVERIFY(whole.startsWith(kept.command.toUtf8()));
+        QCOMPARE(kept.commandBytes, qint64(whole.size()));
+        QCOMPARE(kept.commandSha256,
+                 QString::fromLatin1(
+                     QCryptographicHash::hash(whole, QCryptographicHash::Sha256).toHex()));
+        QCOMPARE(rows[1].commandBytes, qint64(7));
     }
 
     void settingsRefuseBadValues() {

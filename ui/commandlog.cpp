@@ -65,7 +65,7 @@ void CommandLog::refresh() {
         for (int col = 0; col < cells.size(); ++col) {
             auto *item = new QTableWidgetItem(cells.at(col));
             if (col == 1 || col == 6)
-                item->setToolTip(col == 1 ? e.command : preview.left(4000));
+                item->setToolTip(plainTip(col == 1 ? e.command : preview.left(4000)));
             setItem(row, col, item);
         }
     }

@@ -3,6 +3,7 @@
 #include "service/settings.h"
 
 #include <QDateTime>
+#include <QTextDocument>
 
 namespace sandcastle::ui {
 
@@ -58,6 +59,10 @@ QIcon statusIcon(SandboxStatus status) {
 
 QIcon appIcon() {
     return QIcon(QStringLiteral(":/icons/sandcastle.svg"));
+}
+
+QString plainTip(const QString &text) {
+    return Qt::convertFromPlainText(text, Qt::WhiteSpacePre);
 }
 
 } // namespace sandcastle::ui

@@ -20,5 +20,8 @@ QString moneyText(qint64 micros);
 QIcon statusIcon(SandboxStatus status);
 /// The app icon (also the tray's and the .desktop file's).
 QIcon appIcon();
+/// Text from a user, an agent or a guest as a tooltip: shown as it is, never
+/// as HTML (a tooltip takes anything that looks like markup for markup).
+QString plainTip(const QString &text);
 
 } // namespace sandcastle::ui

@@ -37,6 +37,7 @@ KeysView::KeysView(SandboxService *service, QWidget *parent)
     secret_->setReadOnly(true);
     secret_->setPlaceholderText(tr("a new key's secret appears here, once"));
     secretNote_->setWordWrap(true);
+    message_->setTextFormat(Qt::PlainText); // errors quote what was typed
     message_->setObjectName(QStringLiteral("keysMessage"));
     message_->setWordWrap(true);
 

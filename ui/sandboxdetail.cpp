@@ -35,6 +35,9 @@ SandboxDetail::SandboxDetail(SandboxService *service, QWidget *parent)
     , command_(new QLineEdit(this))
     , run_(new QPushButton(tr("Run"), this))
     , output_(new QPlainTextEdit(this)) {
+    // Names, reasons and errors carry text of users and guests: never markup.
+    for (QLabel *label : {title_, facts_, message_})
+        label->setTextFormat(Qt::PlainText);
     title_->setObjectName(QStringLiteral("detailTitle"));
     message_->setObjectName(QStringLiteral("detailMessage"));
     message_->setWordWrap(true);

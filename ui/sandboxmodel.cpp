@@ -108,7 +108,7 @@ QVariant SandboxModel::data(const QModelIndex &index, int role) const {
     if (role == Qt::DecorationRole && index.column() == Status)
         return statusIcon(r.status);
     if (role == Qt::ToolTipRole && index.column() == Status && !r.statusReason.isEmpty())
-        return r.statusReason;
+        return plainTip(r.statusReason);
     if (role == Qt::TextAlignmentRole && index.column() >= Age)
         return int(Qt::AlignRight | Qt::AlignVCenter);
     if (role != Qt::DisplayRole)

@@ -49,6 +49,7 @@ SettingsView::SettingsView(SandboxService *service, QWidget *parent)
     }
     auto *save = new QPushButton(tr("Save"), settingsBox);
     save->setObjectName(QStringLiteral("saveSettingsButton"));
+    message_->setTextFormat(Qt::PlainText); // errors quote what was typed
     message_->setObjectName(QStringLiteral("settingsMessage"));
     message_->setWordWrap(true);
     form->addRow(save, message_);

@@ -54,6 +54,7 @@ SpendView::SpendView(SandboxService *service, QWidget *parent)
     , series_(new QLineSeries) {
     accounts_->setObjectName(QStringLiteral("spendAccount"));
     credit_->setObjectName(QStringLiteral("creditLabel"));
+    message_->setTextFormat(Qt::PlainText); // errors quote what was typed
     message_->setObjectName(QStringLiteral("creditMessage"));
     message_->setWordWrap(true);
     amount_->setObjectName(QStringLiteral("creditAmount"));

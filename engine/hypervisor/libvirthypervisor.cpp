@@ -138,6 +138,11 @@ Result<void> LibvirtHypervisor::startDomain(const DomainSpec &spec) {
             return fail(EngineError::Kind::Unavailable,
                         QStringLiteral("cannot hand %1 to QEMU's user").arg(path));
     }
+    // The disk is QEMU's alone (qemu-img made it 0644); as root it was
+    // checked above not to be a link, and the folder is ours.
+    if (::chmod(QFile::encodeName(spec.overlay).constData(), 0600) != 0)
+        return fail(EngineError::Kind::Unavailable,
+                    QStringLiteral("cannot make %1 private").arg(spec.overlay));
     const QByteArray xml = buildDomainXml(s).toUtf8();
     DomainPtr dom(virDomainCreateXML(conn_.get(), xml.constData(), 0));
     checkCapabilitiesCache();

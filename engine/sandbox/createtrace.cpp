@@ -6,6 +6,8 @@ namespace sandcastle {
 
 QString phaseName(CreatePhase phase) {
     switch (phase) {
+    case CreatePhase::Queue:
+        return QStringLiteral("queue");
     case CreatePhase::Overlay:
         return QStringLiteral("overlay");
     case CreatePhase::HostFilter:
@@ -24,6 +26,8 @@ QString phaseName(CreatePhase phase) {
 
 QString phaseDescription(CreatePhase phase) {
     switch (phase) {
+    case CreatePhase::Queue:
+        return QStringLiteral("waiting for a boot slot");
     case CreatePhase::Overlay:
         return QStringLiteral("creating the disk");
     case CreatePhase::HostFilter:
@@ -47,7 +51,7 @@ void CreateTrace::enter(CreatePhase phase) {
 
 CreatePhase CreateTrace::current() const {
     QMutexLocker lock(&mutex_);
-    return steps_.isEmpty() ? CreatePhase::Overlay : steps_.last().phase;
+    return steps_.isEmpty() ? CreatePhase::Queue : steps_.last().phase;
 }
 
 qint64 CreateTrace::inPhaseMs() const {

@@ -12,6 +12,7 @@
 namespace sandcastle {
 
 enum class CreatePhase {
+    Queue,       // waiting for a boot slot (at most so many VMs boot at once)
     Overlay,     // the copy-on-write disk
     HostFilter,  // the host's nftables filter checked or loaded again
     Passt,       // the sandbox's network process

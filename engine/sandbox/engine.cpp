@@ -3,6 +3,7 @@
 #include "../agent/protocol.h"
 #include "../async.h"
 #include "../guest/guestchannel.h"
+#include "../hostresources.h"
 #include "../hypervisor/accel.h"
 #include "../hypervisor/libvirthypervisor.h"
 #include "../hypervisor/reaper.h"
@@ -16,10 +17,14 @@
 #include <QProcess>
 #include <QRandomGenerator>
 #include <QRegularExpression>
+#include <QThread>
 #include <QTimer>
 #include <QtDebug>
 
 #include <algorithm>
+#include <fcntl.h>
+#include <linux/falloc.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace sandcastle {
@@ -48,6 +53,26 @@ Result<void> createOverlay(const QString &base, const QString &overlay, int disk
                     QStringLiteral("could not create the sandbox disk: %1 %2")
                         .arg(p.errorString(), QString::fromUtf8(p.readAllStandardError())));
     return {};
+}
+
+/// Frees all but about the last `keep` bytes of a file that another process
+/// appends to (O_APPEND), when more than twice that is on disk. Collapsing
+/// the head keeps the file short; where the filesystem cannot, punching it
+/// out frees the blocks and leaves a hole (the size stays, the disk use
+/// does not). Both are atomic against the appends.
+void trimHead(const QString &path, qint64 keep) {
+    const int fd = ::open(QFile::encodeName(path).constData(), O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0)
+        return;
+    struct stat st {};
+    if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && qint64(st.st_blocks) * 512 > 2 * keep &&
+        st.st_size > keep) {
+        const off_t block = st.st_blksize > 0 ? st.st_blksize : 4096;
+        const off_t cut = (st.st_size - keep) / block * block;
+        if (cut > 0 && ::fallocate(fd, FALLOC_FL_COLLAPSE_RANGE, 0, cut) != 0)
+            ::fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, cut);
+    }
+    ::close(fd);
 }
 
 } // namespace
@@ -255,6 +280,10 @@ QFuture<Result<SandboxInfo>> Engine::create(const CreateOptions &options) {
                            "with network \"none\" can still be created)")
                 .arg(netProblem_));
 
+    if (auto room =
+            checkRoomFor(*size, config_.dataDir, hostMemory(), freeDiskBytes(config_.dataDir));
+        !room)
+        return failedFuture<SandboxInfo>(room.error());
     if (!options.id.isEmpty() && (!isValidId(options.id) || sandboxes_.contains(options.id)))
         return failedFuture<SandboxInfo>(
             Kind::InvalidArgument,
@@ -280,9 +309,10 @@ QFuture<Result<SandboxInfo>> Engine::create(const CreateOptions &options) {
     if (!QDir().mkpath(dir))
         return failedFuture<SandboxInfo>(Kind::Unavailable,
                                          QStringLiteral("cannot create %1").arg(dir));
+    // 0711: QEMU's and passt's users pass through to what they were given;
+    // nobody else lists it or reads the disk (docs/security.md).
     QFile::setPermissions(dir, QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner |
-                                   QFile::ReadGroup | QFile::ExeGroup | QFile::ReadOther |
-                                   QFile::ExeOther);
+                                   QFile::ExeGroup | QFile::ExeOther);
     sandboxes_.insert(info.id, box);
 
     DomainSpec spec;
@@ -305,8 +335,10 @@ QFuture<Result<SandboxInfo>> Engine::create(const CreateOptions &options) {
 
     auto promise = std::make_shared<QPromise<Result<SandboxInfo>>>();
     promise->start();
+    // Called once per create, always after `boot` took a slot.
     auto finish = [this, promise, box](Result<SandboxInfo> r) {
         stopWatchingConsole(*box);
+        releaseBootSlot();
         if (r)
             qInfo().noquote() << "created" << box->info.id << "in" << box->trace.elapsedMs()
                               << "ms:" << box->trace.summary();
@@ -339,45 +371,70 @@ QFuture<Result<SandboxInfo>> Engine::create(const CreateOptions &options) {
         spec.cmdline += QStringLiteral(" sandcastle.dns=") + dns.join(QLatin1Char(','));
     qInfo().noquote() << "creating" << info.id << "(" + size->name + ","
                       << (options.internet ? "internet)" : "no network)");
-    enterPhase(box, CreatePhase::Overlay);
     watchCreate(box, config_.createWarnMs);
-    runInPool(&pool_,
-              [this, box, hv, spec, diskGiB, dir, dns,
-               internet = options.internet]() mutable -> Result<void> {
-                  if (auto r = createOverlay(spec.base, spec.overlay, diskGiB); !r)
-                      return r;
-                  if (internet) {
-                      // Never a passt without the filter: it may have been
-                      // flushed since the last check, or a resolver is new.
-                      enterPhase(box, CreatePhase::HostFilter);
-                      if (auto r = egress::ensureHostFilter(dns); !r)
+    auto boot = [this, box, finish, hv, spec, diskGiB, dir, dns, internet = options.internet] {
+        if (box->state == Sandbox::State::Destroying) {
+            finish(fail(Kind::Conflict, QStringLiteral("destroyed while it waited to boot")));
+            return;
+        }
+        enterPhase(box, CreatePhase::Overlay);
+        runInPool(&pool_,
+                  [this, box, hv, spec, diskGiB, dir, dns, internet]() mutable -> Result<void> {
+                      if (auto r = createOverlay(spec.base, spec.overlay, diskGiB); !r)
                           return r;
-                      enterPhase(box, CreatePhase::Passt);
-                      auto socket = egress::startPasst(dir);
-                      if (!socket)
-                          return std::unexpected(socket.error());
-                      spec.netSocket = *socket;
-                  }
-                  enterPhase(box, CreatePhase::DomainStart);
-                  return hv->startDomain(spec);
-              })
-        .then(this, [this, box, finish](Result<void> started) {
-            if (started && box->state == Sandbox::State::Destroying)
-                started = fail(Kind::Conflict, QStringLiteral("destroyed while it was starting"));
-            if (!started) {
-                finish(std::unexpected(started.error()));
-                return;
-            }
-            enterPhase(box, CreatePhase::Kernel);
-            watchConsole(box);
-            connectAgent(box, config_.bootTimeoutMs, [box, finish](Result<SandboxInfo> r) {
-                box->info.bootMs = box->trace.elapsedMs();
-                if (r)
-                    r->bootMs = box->info.bootMs;
-                finish(std::move(r));
+                      if (internet) {
+                          // Never a passt without the filter: it may have been
+                          // flushed since the last check, or a resolver is new.
+                          enterPhase(box, CreatePhase::HostFilter);
+                          if (auto r = egress::ensureHostFilter(dns); !r)
+                              return r;
+                          enterPhase(box, CreatePhase::Passt);
+                          auto socket = egress::startPasst(dir);
+                          if (!socket)
+                              return std::unexpected(socket.error());
+                          spec.netSocket = *socket;
+                      }
+                      enterPhase(box, CreatePhase::DomainStart);
+                      return hv->startDomain(spec);
+                  })
+            .then(this, [this, box, finish](Result<void> started) {
+                if (started && box->state == Sandbox::State::Destroying)
+                    started =
+                        fail(Kind::Conflict, QStringLiteral("destroyed while it was starting"));
+                if (!started) {
+                    finish(std::unexpected(started.error()));
+                    return;
+                }
+                enterPhase(box, CreatePhase::Kernel);
+                watchConsole(box);
+                connectAgent(box, config_.bootTimeoutMs, [box, finish](Result<SandboxInfo> r) {
+                    box->info.bootMs = box->trace.elapsedMs();
+                    if (r)
+                        r->bootMs = box->info.bootMs;
+                    finish(std::move(r));
+                });
             });
-        });
+    };
+    // Under emulation a boot storm takes the CPU that running commands
+    // need: at most so many boots at once, the rest wait their turn.
+    const int bootSlots = config_.maxBooting > 0 ? config_.maxBooting : QThread::idealThreadCount();
+    if (booting_ < bootSlots) {
+        ++booting_;
+        boot();
+    } else {
+        enterPhase(box, CreatePhase::Queue);
+        bootQueue_.append(std::move(boot));
+    }
     return promise->future();
+}
+
+void Engine::releaseBootSlot() {
+    --booting_;
+    if (bootQueue_.isEmpty())
+        return;
+    ++booting_;
+    // Not from inside the create that just ended: from the event loop.
+    QMetaObject::invokeMethod(this, bootQueue_.takeFirst(), Qt::QueuedConnection);
 }
 
 void Engine::enterPhase(const std::shared_ptr<Sandbox> &box, CreatePhase phase) {
@@ -570,6 +627,11 @@ QFuture<Result<void>> Engine::destroy(const QString &id) {
                 emit sandboxDestroyed(id);
             return {};
         });
+}
+
+void Engine::capConsoleLogs() {
+    for (const auto &box : std::as_const(sandboxes_))
+        trimHead(box->info.consoleLog, kConsoleKeepBytes);
 }
 
 QFuture<Result<QList<DomainStatus>>> Engine::listDomains() {

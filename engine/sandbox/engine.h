@@ -32,6 +32,7 @@ struct EngineConfig {
     QString libvirtUri; // empty: libvirt's embedded QEMU driver under dataDir
     int bootTimeoutMs = 180000;
     int createWarnMs = 15000;           // a create still going after this says so in the log
+    int maxBooting = 0;                 // VMs booting at once, the rest wait; 0: the host's cores
     qint64 fileSizeLimit = 100ll << 20; // largest file read or written
     QStringList sandboxDns;             // sandboxes' DNS; empty: the host's resolv.conf
     bool userNamespaces = false;        // unprivileged user namespaces in guests
@@ -95,6 +96,13 @@ public:
     /// Stops the VM, deletes its disk and files. Harmless to repeat.
     QFuture<Result<void>> destroy(const QString &id);
 
+    /// Keeps each sandbox's serial console log to about its last 1 MiB on
+    /// disk: QEMU appends the guest's console to the file without a bound
+    /// (the embedded driver has no log daemon). The service calls it with
+    /// its housekeeping.
+    void capConsoleLogs();
+    static constexpr qint64 kConsoleKeepBytes = 1 << 20;
+
     /// Every domain the hypervisor knows (off the event loop).
     QFuture<Result<QList<DomainStatus>>> listDomains();
     /// Sandbox folders on disk (sandboxes/<id>), for sweeping strays.
@@ -137,6 +145,8 @@ private:
     /// Waits for the guest's first console line (the kernel reached userspace).
     void watchConsole(const std::shared_ptr<Sandbox> &box);
     void stopWatchingConsole(Sandbox &box);
+    /// A boot finished (or failed): the next queued create may start.
+    void releaseBootSlot();
     QString sandboxDir(const QString &id) const;
     void dropChannel(Sandbox &box);
     void removeSandboxFiles(const QString &id);
@@ -152,6 +162,8 @@ private:
     GuestImage image_;
     QThreadPool pool_;
     QHash<QString, std::shared_ptr<Sandbox>> sandboxes_;
+    int booting_ = 0;                        // creates holding a boot slot
+    QList<std::function<void()>> bootQueue_; // creates waiting for one
 };
 
 } // namespace sandcastle

@@ -1,6 +1,7 @@
 #include "sandboxservice.h"
 
 #include "../async.h"
+#include "../hostresources.h"
 
 #include <QDateTime>
 #include <QPromise>
@@ -162,6 +163,14 @@ QFuture<Result<SandboxView>> SandboxService::create(const QString &accountId,
              QStringLiteral("the account's credit is used up (balance %1): add credit with "
                             "`sandcastle credit add AMOUNT`")
                  .arg(formatMoney(account->balanceMicros))});
+    const int hostLimit = settings_.maxHostSandboxes > 0 ? settings_.maxHostSandboxes
+                                                         : defaultHostSandboxLimit(hostMemory());
+    if (const int onHost = store_->liveCount({}); onHost >= hostLimit)
+        return failedFuture<SandboxView>(
+            {Kind::Unavailable,
+             QStringLiteral("this host already runs %1 live sandboxes, its limit (setting "
+                            "max_host_sandboxes): retry when one ends")
+                 .arg(onHost)});
     const int live = store_->liveCount(accountId);
     if (live >= settings_.maxLiveSandboxes)
         return failedFuture<SandboxView>(
@@ -390,6 +399,7 @@ void SandboxService::onLost(const QString &id, const QString &reason) {
 }
 
 void SandboxService::tick() {
+    engine_->capConsoleLogs();
     const qint64 now = nowMs();
     auto charged = store_->meter(now);
     if (!charged) {

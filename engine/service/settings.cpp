@@ -65,6 +65,12 @@ QList<std::pair<QString, QString>> Settings::describe() {
          QStringLiteral("address the API listens on (loopback unless you mean otherwise)")},
         {QStringLiteral("max_live_sandboxes"),
          QStringLiteral("live sandboxes per account before create answers 429")},
+        {QStringLiteral("max_host_sandboxes"),
+         QStringLiteral("live sandboxes on this host, all accounts, before create answers 503 "
+                        "(0: two per GiB of memory)")},
+        {QStringLiteral("max_booting"),
+         QStringLiteral("VMs that boot at once; more creates wait their turn (0: the host's "
+                        "cores)")},
         {QStringLiteral("default_size"), QStringLiteral("size when create names none")},
         {QStringLiteral("default_timeout_minutes"),
          QStringLiteral("lifetime when create names none (1-1440)")},
@@ -103,6 +109,16 @@ Result<void> Settings::set(const QString &key, const QString &value) {
         if (!v)
             return std::unexpected(v.error());
         maxLiveSandboxes = *v;
+    } else if (key == QLatin1String("max_host_sandboxes")) {
+        auto v = parseInt(key, value, 0, 10000);
+        if (!v)
+            return std::unexpected(v.error());
+        maxHostSandboxes = *v;
+    } else if (key == QLatin1String("max_booting")) {
+        auto v = parseInt(key, value, 0, 256);
+        if (!v)
+            return std::unexpected(v.error());
+        maxBooting = *v;
     } else if (key == QLatin1String("default_size")) {
         if (!findSize(value))
             return fail(Kind::InvalidArgument,
@@ -198,6 +214,10 @@ QString Settings::value(const QString &key) const {
         return listenAddress;
     if (key == QLatin1String("max_live_sandboxes"))
         return QString::number(maxLiveSandboxes);
+    if (key == QLatin1String("max_host_sandboxes"))
+        return QString::number(maxHostSandboxes);
+    if (key == QLatin1String("max_booting"))
+        return QString::number(maxBooting);
     if (key == QLatin1String("default_size"))
         return defaultSize;
     if (key == QLatin1String("default_timeout_minutes"))

@@ -15,6 +15,8 @@ struct Settings {
     int port = 8765;
     QString listenAddress = QStringLiteral("127.0.0.1");
     int maxLiveSandboxes = 20; // per account
+    int maxHostSandboxes = 0;  // across accounts; 0: two per GiB of the host's memory
+    int maxBooting = 0;        // VMs booting at once; 0: the host's cores
     QString defaultSize = QStringLiteral("small");
     int defaultTimeoutMinutes = 15;
     qint64 signupCreditMicros = 10'000'000;   // credit of the first account

@@ -80,6 +80,17 @@ const QList<QStringList> &migrations() {
         {
             QStringLiteral("ALTER TABLE sandboxes ADD COLUMN network TEXT NOT NULL DEFAULT 'none'"),
         },
+        // 3: an exec keeps at most kStoredCommandBytes of its command, with
+        // the whole command's length and SHA-256 (a command may be 1 MiB,
+        // and rows are kept). Older rows are cut the same way; their hash
+        // stays unknown ('').
+        {
+            QStringLiteral("ALTER TABLE execs ADD COLUMN command_bytes INTEGER NOT NULL DEFAULT 0"),
+            QStringLiteral("ALTER TABLE execs ADD COLUMN command_sha256 TEXT NOT NULL DEFAULT ''"),
+            QStringLiteral("UPDATE execs SET command_bytes = length(CAST(command AS BLOB))"),
+            QStringLiteral("UPDATE execs SET command = CAST(substr(CAST(command AS BLOB), 1, 4096)"
+                           " AS TEXT) WHERE command_bytes > 4096"),
+        },
     };
     return steps;
 }

@@ -58,10 +58,15 @@ struct SandboxRecord {
     qint64 bootMs = 0;
 };
 
+/// The most of a command the record keeps (UTF-8 bytes, cut at a character).
+constexpr int kStoredCommandBytes = 4096;
+
 struct ExecRecord {
     qint64 id = 0;
     QString sandboxId;
-    QString command;
+    QString command;         // at most kStoredCommandBytes of it
+    qint64 commandBytes = 0; // the whole command's length in UTF-8
+    QString commandSha256;   // of the whole command (hex); '' for rows before v3
     QString cwd;
     QStringList envNames; // names only: values are secrets and never stored
     int timeoutMs = 0;

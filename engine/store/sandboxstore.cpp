@@ -1,7 +1,9 @@
 // The record of sandboxes, their execs and their lifecycle events.
 #include "store.h"
+
 #include "transaction.h"
 
+#include <QCryptographicHash>
 #include <QSqlDatabase>
 #include <QSqlError>
 #include <QSqlQuery>
@@ -76,7 +78,7 @@ SandboxRecord sandboxFrom(const QSqlQuery &q) {
 const QString kExecColumns = QStringLiteral(
     "id, sandbox_id, command, cwd, env_names, timeout_ms, status, started_at, finished_at,"
     " exit_code, duration_ms, stdout_bytes, stderr_bytes, truncated, stdout_preview,"
-    " stderr_preview, error");
+    " stderr_preview, error, command_bytes, command_sha256");
 
 ExecRecord execFrom(const QSqlQuery &q) {
     ExecRecord e;
@@ -97,6 +99,8 @@ ExecRecord execFrom(const QSqlQuery &q) {
     e.stdoutPreview = q.value(14).toString();
     e.stderrPreview = q.value(15).toString();
     e.error = q.value(16).toString();
+    e.commandBytes = q.value(17).toLongLong();
+    e.commandSha256 = q.value(18).toString();
     return e;
 }
 
@@ -156,9 +160,9 @@ QList<SandboxRecord> Store::liveSandboxes() const {
 }
 
 int Store::liveCount(const QString &accountId) const {
-    auto q = run(QStringLiteral("SELECT COUNT(*) FROM sandboxes WHERE account_id = ? AND"
-                                " status IN ('creating', 'running', 'stopping')"),
-                 {accountId});
+    auto q = run(QStringLiteral("SELECT COUNT(*) FROM sandboxes WHERE (? = '' OR account_id = ?)"
+                                " AND status IN ('creating', 'running', 'stopping')"),
+                 {accountId, accountId});
     return q && q->next() ? q->value(0).toInt() : 0;
 }
 
@@ -257,11 +261,22 @@ std::optional<std::pair<QString, QString>> Store::idempotent(const QString &acco
 }
 
 Result<qint64> Store::beginExec(const ExecRecord &e) {
+    const QByteArray command = e.command.toUtf8();
+    QByteArray kept = command.left(kStoredCommandBytes);
+    // Not in the middle of a UTF-8 sequence.
+    if (kept.size() < command.size()) {
+        int cut = int(kept.size());
+        while (cut > 0 && (quint8(command[cut]) & 0xC0) == 0x80)
+            --cut;
+        kept.truncate(cut);
+    }
     auto q = run(QStringLiteral("INSERT INTO execs(sandbox_id, command, cwd, env_names,"
-                                " timeout_ms, status, started_at) VALUES(?, ?, ?, ?, ?,"
-                                " 'running', ?)"),
-                 {e.sandboxId, e.command, e.cwd, e.envNames.join(QLatin1Char(',')), e.timeoutMs,
-                  e.startedAt});
+                                " timeout_ms, status, started_at, command_bytes, command_sha256)"
+                                " VALUES(?, ?, ?, ?, ?, 'running', ?, ?, ?)"),
+                 {e.sandboxId, QString::fromUtf8(kept), e.cwd, e.envNames.join(QLatin1Char(',')),
+                  e.timeoutMs, e.startedAt, qint64(command.size()),
+                  QString::fromLatin1(
+                      QCryptographicHash::hash(command, QCryptographicHash::Sha256).toHex())});
     if (!q)
         return std::unexpected(q.error());
     return q->lastInsertId().toLongLong();

@@ -90,9 +90,9 @@ Result<std::unique_ptr<Store>> Store::open(const QString &path) {
     // it private before SQLite creates any of them.
     if (!QFile::exists(path)) {
         QFile f(path);
-        if (f.open(QIODevice::WriteOnly))
+        // Created 0600: never readable by others, not even for a moment.
+        if (f.open(QIODevice::WriteOnly | QIODevice::NewOnly, QFile::ReadOwner | QFile::WriteOwner))
             f.close();
-        QFile::setPermissions(path, QFile::ReadOwner | QFile::WriteOwner);
     }
     std::unique_ptr<Store> store(new Store(path, connection));
     {

@@ -66,6 +66,7 @@ public:
                                const QString &requestHash = {});
     std::optional<SandboxRecord> sandbox(const QString &id) const;
     QList<SandboxRecord> liveSandboxes() const;
+    /// Sandboxes holding a VM, of one account (empty: of all).
     int liveCount(const QString &accountId) const;
     /// Newest first; `startingAfter` is the id of the last row of the
     /// previous page. Returns up to `limit` rows.

