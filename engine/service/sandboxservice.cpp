@@ -163,14 +163,6 @@ QFuture<Result<SandboxView>> SandboxService::create(const QString &accountId,
              QStringLiteral("the account's credit is used up (balance %1): add credit with "
                             "`sandcastle credit add AMOUNT`")
                  .arg(formatMoney(account->balanceMicros))});
-    const int hostLimit = settings_.maxHostSandboxes > 0 ? settings_.maxHostSandboxes
-                                                         : defaultHostSandboxLimit(hostMemory());
-    if (const int onHost = store_->liveCount({}); onHost >= hostLimit)
-        return failedFuture<SandboxView>(
-            {Kind::Unavailable,
-             QStringLiteral("this host already runs %1 live sandboxes, its limit (setting "
-                            "max_host_sandboxes): retry when one ends")
-                 .arg(onHost)});
     const int live = store_->liveCount(accountId);
     if (live >= settings_.maxLiveSandboxes)
         return failedFuture<SandboxView>(
@@ -179,6 +171,16 @@ QFuture<Result<SandboxView>> SandboxService::create(const QString &accountId,
                             "destroy one (DELETE /v1/sandboxes/{id}) or wait for one to expire")
                  .arg(live)
                  .arg(settings_.maxLiveSandboxes)});
+    // Then the host's, across accounts (the account's own cap answers first:
+    // its 429 says what the account itself can do).
+    const int hostLimit = settings_.maxHostSandboxes > 0 ? settings_.maxHostSandboxes
+                                                         : defaultHostSandboxLimit(hostMemory());
+    if (const int onHost = store_->liveCount({}); onHost >= hostLimit)
+        return failedFuture<SandboxView>(
+            {Kind::Unavailable,
+             QStringLiteral("this host already runs %1 live sandboxes, its limit (setting "
+                            "max_host_sandboxes): retry when one ends")
+                 .arg(onHost)});
 
     SandboxRecord rec;
     rec.id = Engine::newId();

@@ -47,8 +47,11 @@ for (const t of tools) {
 }
 step("tools/list");
 
+// A boot under emulation on a busy 2-core machine can outlast the SDK's
+// default 60 s request timeout; the service has its own (180 s boot).
 const created = await client.callTool({ name: "create_sandbox",
-  arguments: { size: "small", name: `mcp-${mode}`, timeout_minutes: 10 } });
+  arguments: { size: "small", name: `mcp-${mode}`, timeout_minutes: 10 } }, undefined,
+  { timeout: 300000 });
 assert.equal(created.isError, false, text(created));
 const id = created.structuredContent.id;
 assert.match(id, /^sbx_[a-z2-7]{20}$/);
