@@ -82,21 +82,44 @@ key=$(printf '%s\n' "recipe $recipe" "$suite" "$variant" "$include" "$arch" "${s
 tarball="$cache/pristine-$suite-$variant-$key.tar"
 
 # --- timing and the report ----------------------------------------------------
+# Wall time per step, and the CPU time of everything the step ran: on a
+# shared machine the wall time says how busy it was, the CPU time does not.
 t_start=$SECONDS
+load_start=$(cut -d' ' -f1-3 /proc/loadavg)
 step_names=()
 step_secs=()
+step_cpus=()
 failed=""
 current="" # the step under way, named if an error or a signal ends the run
 fmt() { printf '%dm%02ds' $(($1 / 60)) $(($1 % 60)); }
-record() { step_names+=("$1"); step_secs+=("$2"); echo "fresh-root: step '$1' took $(fmt "$2")"; }
+# CPU seconds (user+system) of this shell's finished, waited-for children.
+tck=$(getconf CLK_TCK)
+child_cpu() {
+  local f
+  read -r -a f </proc/$$/stat
+  echo $(((f[15] + f[16]) / tck))
+}
+mark() { t0=$SECONDS c0=$(child_cpu); }
+record() { # name; since the last mark
+  local secs=$((SECONDS - t0)) cpu=$(($(child_cpu) - c0))
+  step_names+=("$1")
+  step_secs+=("$secs")
+  step_cpus+=("$cpu")
+  echo "fresh-root: step '$1' took $(fmt "$secs") (cpu $(fmt "$cpu"))"
+}
+row() { printf 'fresh-root:   %-24s %8s %9s\n' "$@"; }
 report() {
-  local i both=0
+  local i both=0 both_cpu=0
   echo "fresh-root: ------------ timings, commit ${sha:0:12} ------------"
+  row step wall cpu
   for i in "${!step_names[@]}"; do
-    printf 'fresh-root:   %-24s %8s\n' "${step_names[i]}" "$(fmt "${step_secs[i]}")"
-    case "${step_names[i]}" in configure | build) both=$((both + step_secs[i])) ;; esac
+    row "${step_names[i]}" "$(fmt "${step_secs[i]}")" "$(fmt "${step_cpus[i]}")"
+    case "${step_names[i]}" in
+      configure | build) both=$((both + step_secs[i])) both_cpu=$((both_cpu + step_cpus[i])) ;;
+    esac
   done
-  printf 'fresh-root:   %-24s %8s\n' "(configure+build)" "$(fmt $both)" total "$(fmt $((SECONDS - t_start)))"
+  row "(configure+build)" "$(fmt $both)" "$(fmt $both_cpu)" total "$(fmt $((SECONDS - t_start)))" ""
+  echo "fresh-root: load average at start $load_start, at end $(cut -d' ' -f1-3 /proc/loadavg) ($(nproc) cores)"
   if [ -n "$failed" ]; then echo "fresh-root: FAILED at step '$failed'"; fi
 }
 
@@ -107,9 +130,10 @@ child=""
 child_signal=TERM
 mounts=()
 cleanup() {
-  local rc=$? i t0=$SECONDS
+  local rc=$? i
   trap '' INT TERM # an impatient second Ctrl-C must not cut the cleanup short
   if [ $rc -ne 0 ] && [ -z "$failed" ] && [ -n "$current" ]; then failed="$current (exit $rc)"; fi
+  mark
   if [ -n "$child" ]; then
     kill -s "$child_signal" "$child" 2>/dev/null || true
     wait "$child" 2>/dev/null || true
@@ -126,7 +150,7 @@ cleanup() {
       rc=1
     else
       rm -rf --one-file-system "$work"
-      record cleanup $((SECONDS - t0))
+      record cleanup
     fi
   fi
   if [ ${#custom[@]} -eq 0 ]; then report; fi
@@ -151,7 +175,7 @@ bg_wait() { # signal that stops it, command...
 }
 
 # --- 1. the pristine root, built once per key -----------------------------------
-t0=$SECONDS
+mark
 mkdir -p "$cache/apt-archives/partial"
 exec 9>"$cache/.lock"
 flock 9 # one build at a time; a second run waits, then finds the tarball
@@ -173,10 +197,10 @@ else
   label="pristine root (built)"
 fi
 exec 9>&- # unlocks; no child keeps the lock file open
-record "$label" $((SECONDS - t0))
+record "$label"
 
 # --- 2. a copy of it with the committed tree, and what a chroot needs -------------
-t0=$SECONDS
+mark
 current=prepare
 mkdir -p "$tmp_parent"
 work=$(mktemp -d "$tmp_parent/sandcastle-fresh.XXXXXX")
@@ -231,7 +255,7 @@ echo force-unsafe-io >"$root/etc/dpkg/dpkg.cfg.d/00sandcastle-ci"
 printf '#!/bin/sh\nexit 101\n' >"$root/usr/sbin/policy-rc.d"
 chmod 0755 "$root/usr/sbin/policy-rc.d"
 current=""
-record prepare $((SECONDS - t0))
+record prepare
 
 # Runs a shell command in the root as a fresh root login would: a clean
 # environment, in the checkout. Its own PID namespace and /proc: whatever
@@ -253,12 +277,13 @@ if [ ${#custom[@]} -gt 0 ]; then
 fi
 
 run_step() { # name, shell command
-  local rc=0 t0=$SECONDS
+  local rc=0
+  mark
   echo "fresh-root: ==> step '$1': $(tr -s '\n ' '  ' <<<"$2")"
   current=$1
   in_root "$2" </dev/null || rc=$?
   current=""
-  record "$1" $((SECONDS - t0))
+  record "$1"
   if [ $rc -ne 0 ]; then
     failed=$1
     echo "fresh-root: step '$1' failed (exit $rc)" >&2
