@@ -99,6 +99,7 @@ child_cpu() {
   read -r -a f </proc/$$/stat
   echo $(((f[15] + f[16]) / tck))
 }
+cpu_start=$(child_cpu)
 mark() { t0=$SECONDS c0=$(child_cpu); }
 record() { # name; since the last mark
   local secs=$((SECONDS - t0)) cpu=$(($(child_cpu) - c0))
@@ -118,7 +119,7 @@ report() {
       configure | build) both=$((both + step_secs[i])) both_cpu=$((both_cpu + step_cpus[i])) ;;
     esac
   done
-  row "(configure+build)" "$(fmt $both)" "$(fmt $both_cpu)" total "$(fmt $((SECONDS - t_start)))" ""
+  row "(configure+build)" "$(fmt $both)" "$(fmt $both_cpu)" total "$(fmt $((SECONDS - t_start)))" "$(fmt $(($(child_cpu) - cpu_start)))"
   echo "fresh-root: load average at start $load_start, at end $(cut -d' ' -f1-3 /proc/loadavg) ($(nproc) cores)"
   if [ -n "$failed" ]; then echo "fresh-root: FAILED at step '$failed'"; fi
 }
