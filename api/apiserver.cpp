@@ -1,10 +1,11 @@
 #include "apiserver.h"
 
 #include "json.h"
-#include "limitedtcpserver.h"
 #include "mcpserver.h"
+#include "requestgate.h"
 #include "requests.h"
 #include "service/sandboxservice.h"
+#include "service/settings.h"
 
 #include <QElapsedTimer>
 #include <QHttpServerRequest>
@@ -26,14 +27,18 @@ using Method = QHttpServerRequest::Method;
 using Status = QHttpServerResponder::StatusCode;
 
 namespace {
-// Requests refused for want of a valid key are counted, not logged one line
-// each: anything that can reach the port (a web page in the user's
-// browser) could otherwise fill the log.
+// Requests refused before authentication (no valid key: 401; a Host or
+// Origin of another site: 403) are counted, not logged one line each:
+// anything that can reach the port (a web page in the user's browser)
+// could otherwise fill the log.
 std::atomic<qint64> refusedUnauthenticated{0};
+std::atomic<qint64> refusedForeign{0};
 
 void logRefusedCount() {
     if (const qint64 n = refusedUnauthenticated.exchange(0); n > 0)
         qInfo().noquote() << n << "request(s) without a valid API key refused (401)";
+    if (const qint64 n = refusedForeign.exchange(0); n > 0)
+        qInfo().noquote() << n << "request(s) from another site's Host or Origin refused (403)";
 }
 } // namespace
 
@@ -157,10 +162,13 @@ ApiServer::ApiServer(SandboxService *service, QObject *parent)
 ApiServer::~ApiServer() = default;
 
 Result<quint16> ApiServer::start(const QHostAddress &address, quint16 port) {
-    // Room for the largest file plus headers; larger requests are cut off
-    // before QtHttpServer buffers them.
-    auto *server =
-        new LimitedTcpServer(service_->engine()->config().fileSizeLimit + kMaxJsonBody / 8, this);
+    const Settings &settings = service_->settings();
+    GateLimits limits;
+    limits.maxConnections = settings.maxConnections;
+    limits.headTimeoutMs = settings.httpHeaderTimeoutS * 1000;
+    limits.idleTimeoutMs = settings.httpIdleTimeoutS * 1000;
+    auto *server = new RequestGate(
+        limits, [this](const RequestHead &head) { return admit(head); }, this);
     if (!server->listen(address, port)) {
         const QString why = server->errorString();
         delete server;
@@ -174,6 +182,33 @@ Result<quint16> ApiServer::start(const QHostAddress &address, quint16 port) {
     bind(server);
     port_ = server->serverPort();
     return port_;
+}
+
+GateVerdict ApiServer::admit(const RequestHead &head) const {
+    GateVerdict verdict;
+    const auto refuse = [&verdict](int status, const QString &type, const QString &message) {
+        verdict.status = status;
+        verdict.error = errorJson(type, message);
+        return verdict;
+    };
+    if (auto foreign = foreignRequest(head.headers)) {
+        ++refusedForeign;
+        return refuse(403, QStringLiteral("forbidden"), *foreign);
+    }
+    const bool keyed = head.path == QLatin1String("/mcp") || head.path == QLatin1String("/v1") ||
+                       head.path.startsWith(QLatin1String("/v1/"));
+    if (keyed) {
+        if (auto account = accountOf(head.headers); !account) {
+            ++refusedUnauthenticated;
+            verdict.headers = {{"WWW-Authenticate", "Bearer"}};
+            return refuse(401, QStringLiteral("unauthorized"), account.error().message);
+        }
+    }
+    // Only file uploads may be larger than a JSON body (/mcp included).
+    verdict.bodyLimit = head.method == "PUT" && head.path.endsWith(QLatin1String("/files"))
+                            ? service_->engine()->config().fileSizeLimit
+                            : kMaxJsonBody;
+    return verdict;
 }
 
 void ApiServer::missingHandler(const QHttpServerRequest &, QTcpSocket *) {
@@ -192,14 +227,14 @@ bool ApiServer::handleRequest(const QHttpServerRequest &request, QTcpSocket *soc
     call->body = request.body();
     call->responder = std::make_unique<QHttpServerResponder>(makeResponder(request, socket));
     call->socket = socket;
-    if (hostAndOriginAllowed(*call))
-        route(call);
+    route(call); // Host, Origin, key and size were checked by the gate
     return true;
 }
 
-bool ApiServer::hostAndOriginAllowed(Call &call) const {
+std::optional<QString>
+ApiServer::foreignRequest(const QHash<QByteArray, QByteArray> &headers) const {
     const QString port = QString::number(port_);
-    const QString host = QString::fromLatin1(call.headers.value("host")).toLower();
+    const QString host = QString::fromLatin1(headers.value("host")).toLower();
     const QString listen = service_->settings().listenAddress;
     QStringList hosts{QStringLiteral("127.0.0.1"), QStringLiteral("localhost"),
                       QStringLiteral("[::1]")};
@@ -208,48 +243,49 @@ bool ApiServer::hostAndOriginAllowed(Call &call) const {
     bool hostOk = false;
     for (const QString &h : hosts)
         hostOk = hostOk || host == h || host == h + QLatin1Char(':') + port;
-    if (!hostOk) {
-        call.error(403, QStringLiteral("forbidden"),
-                   QStringLiteral("Host '%1' is not this machine: Sandcastle answers only "
-                                  "requests addressed to 127.0.0.1, localhost or [::1] (this "
-                                  "stops web pages using DNS rebinding)")
-                       .arg(host.left(100)));
-        return false;
-    }
-    if (!call.headers.contains("origin"))
-        return true;
-    const QString origin = QString::fromLatin1(call.headers.value("origin"));
+    if (!hostOk)
+        return QStringLiteral("Host '%1' is not this machine: Sandcastle answers only "
+                              "requests addressed to 127.0.0.1, localhost or [::1] (this "
+                              "stops web pages using DNS rebinding)")
+            .arg(host.left(100));
+    if (!headers.contains("origin"))
+        return std::nullopt;
+    const QString origin = QString::fromLatin1(headers.value("origin"));
     QStringList origins = service_->settings().allowedOrigins;
     for (const QString &h : hosts)
         origins << QStringLiteral("http://%1:%2").arg(h, port);
     if (origins.contains(origin))
-        return true;
-    call.error(403, QStringLiteral("forbidden"),
-               QStringLiteral("Origin '%1' is not allowed to call this API; a browser page "
-                              "must be added with `sandcastle config set allowed_origins ...`")
-                   .arg(origin.left(100)));
-    return false;
+        return std::nullopt;
+    return QStringLiteral("Origin '%1' is not allowed to call this API; a browser page "
+                          "must be added with `sandcastle config set allowed_origins ...`")
+        .arg(origin.left(100));
+}
+
+Result<QString> ApiServer::accountOf(const QHash<QByteArray, QByteArray> &headers) const {
+    const QByteArray header = headers.value("authorization");
+    const QByteArray scheme = header.left(7).toLower();
+    if (header.isEmpty() || scheme != "bearer ")
+        return fail(Kind::PermissionDenied,
+                    QStringLiteral("missing API key: send the header 'Authorization: Bearer "
+                                   "<key>' (`sandcastle keys create` makes a key)"));
+    auto key = service_->store()->authenticate(QString::fromLatin1(header.mid(7).trimmed()));
+    if (!key)
+        return fail(Kind::PermissionDenied,
+                    QStringLiteral("the API key is not valid or was revoked (`sandcastle keys "
+                                   "list` shows the keys)"));
+    return key->accountId;
 }
 
 bool ApiServer::authenticate(Call &call) const {
-    const QByteArray header = call.headers.value("authorization");
-    const QByteArray scheme = header.left(7).toLower();
-    if (header.isEmpty() || scheme != "bearer ") {
-        call.error(401, QStringLiteral("unauthorized"),
-                   QStringLiteral("missing API key: send the header 'Authorization: Bearer "
-                                  "<key>' (`sandcastle keys create` makes a key)"),
+    auto account = accountOf(call.headers);
+    if (!account) {
+        // The gate let this request through a moment ago; a key revoked
+        // since then ends here.
+        call.error(401, QStringLiteral("unauthorized"), account.error().message,
                    {{"WWW-Authenticate", "Bearer"}});
         return false;
     }
-    auto key = service_->store()->authenticate(QString::fromLatin1(header.mid(7).trimmed()));
-    if (!key) {
-        call.error(401, QStringLiteral("unauthorized"),
-                   QStringLiteral("the API key is not valid or was revoked (`sandcastle keys "
-                                  "list` shows the keys)"),
-                   {{"WWW-Authenticate", "Bearer"}});
-        return false;
-    }
-    call.accountId = key->accountId;
+    call.accountId = *account;
     return true;
 }
 
@@ -274,6 +310,10 @@ void ApiServer::route(const std::shared_ptr<Call> &call) {
         if (call->method != Method::Get)
             return methodNotAllowed(*call, "GET");
         call->json(200, sizesJson(service_->settings()));
+    } else if (parts.size() == 2 && top == QLatin1String("system")) {
+        if (call->method != Method::Get)
+            return methodNotAllowed(*call, "GET");
+        call->json(200, systemJson(*service_->engine()));
     } else if (parts.size() == 2 && top == QLatin1String("account")) {
         if (call->method != Method::Get)
             return methodNotAllowed(*call, "GET");

@@ -12,6 +12,7 @@
 #include <QHostAddress>
 
 #include <memory>
+#include <optional>
 
 namespace sandcastle {
 class SandboxService;
@@ -20,6 +21,8 @@ class SandboxService;
 namespace sandcastle::api {
 
 class McpServer;
+struct GateVerdict;
+struct RequestHead;
 
 class ApiServer : public QAbstractHttpServer {
     Q_OBJECT
@@ -38,8 +41,12 @@ protected:
     void missingHandler(const QHttpServerRequest &request, QTcpSocket *socket) override;
 
 private:
-    /// Refuses requests a web page could have made (DNS rebinding, CSRF).
-    bool hostAndOriginAllowed(Call &call) const;
+    /// What the gate answers from a request's head alone.
+    GateVerdict admit(const RequestHead &head) const;
+    /// Why a request looks made by a web page (DNS rebinding, CSRF), if it does.
+    std::optional<QString> foreignRequest(const QHash<QByteArray, QByteArray> &headers) const;
+    /// The account of the request's API key.
+    Result<QString> accountOf(const QHash<QByteArray, QByteArray> &headers) const;
     bool authenticate(Call &call) const;
     void route(const std::shared_ptr<Call> &call);
     void sandboxes(const std::shared_ptr<Call> &call);

@@ -178,6 +178,51 @@ private slots:
         QCOMPARE(rows[1].commandBytes, qint64(7));
     }
 
+    void retentionKeepsTheLedger() {
+        auto s = *Store::open(dir.path() + QStringLiteral("/retention.db"));
+        auto account = *s->createAccount(QStringLiteral("r"), 10'000'000);
+        const qint64 day = 24 * 3600 * 1000ll;
+        const qint64 now = nowMs();
+        const QString old = QStringLiteral("sbx_oooooooooooooooooooo");
+        const QString recent = QStringLiteral("sbx_nnnnnnnnnnnnnnnnnnnn");
+        const QString live = QStringLiteral("sbx_llllllllllllllllllll");
+        QVERIFY(s->insertSandbox(box(account.id, old, now - 40 * day, 3'600'000),
+                                 QStringLiteral("old-key"), QStringLiteral("h"))
+                    .has_value());
+        QVERIFY(s->insertSandbox(box(account.id, recent, now - 2 * day, 3'600'000)).has_value());
+        QVERIFY(s->insertSandbox(box(account.id, live, now - 40 * day, 0)).has_value());
+        for (const QString &id : {old, recent, live}) {
+            ExecRecord e;
+            e.sandboxId = id;
+            e.command = QStringLiteral("true");
+            e.startedAt = now - 40 * day;
+            QVERIFY(s->beginExec(e).has_value());
+        }
+        QVERIFY(s->meter(now - 39 * day).has_value());
+        QVERIFY(s->setEnded(old, SandboxStatus::Destroyed, QStringLiteral("t"), now - 39 * day)
+                    .has_value());
+        QVERIFY(s->meter(now - day).has_value());
+        QVERIFY(s->setEnded(recent, SandboxStatus::Destroyed, QStringLiteral("t"), now - day)
+                    .has_value());
+        const qint64 balance = s->account(account.id)->balanceMicros;
+        const QList<LedgerEntry> ledger = s->ledger(account.id, 100000);
+        QVERIFY(balance < 10'000'000);
+
+        auto pruned = s->prune(now - 30 * day, now);
+        QVERIFY(pruned.has_value());
+        QCOMPARE(pruned->execs, 1);
+        QVERIFY(pruned->events >= 1); // "created", "ended", ...
+        QCOMPARE(pruned->idempotencyKeys, 1);
+        QCOMPARE(s->execs(old, 10).size(), 0);
+        QCOMPARE(s->execs(recent, 10).size(), 1);
+        QCOMPARE(s->execs(live, 10).size(), 1); // still running: kept whatever its age
+        QVERIFY(s->sandbox(old).has_value());   // the row itself stays, with its cost
+        QCOMPARE(s->account(account.id)->balanceMicros, balance);
+        QCOMPARE(s->ledger(account.id, 100000).size(), ledger.size());
+        // A second pass finds nothing more.
+        QCOMPARE(s->prune(now - 30 * day, now)->execs, 0);
+    }
+
     void settingsRefuseBadValues() {
         Settings s;
         QVERIFY(s.set(QStringLiteral("max_live_sandboxes"), QStringLiteral("5")).has_value());

@@ -403,6 +403,10 @@ void SandboxService::onLost(const QString &id, const QString &reason) {
 void SandboxService::tick() {
     engine_->capConsoleLogs();
     const qint64 now = nowMs();
+    if (now - prunedAt_ >= 3600 * 1000) { // at start, then hourly
+        prunedAt_ = now;
+        prune(now);
+    }
     auto charged = store_->meter(now);
     if (!charged) {
         qWarning().noquote() << "metering failed:" << charged.error().message;
@@ -428,6 +432,21 @@ void SandboxService::tick() {
         else
             emit sandboxChanged(box.id); // cost and time left moved on
     }
+}
+
+void SandboxService::prune(qint64 now) {
+    const int days = settings().retentionDays;
+    if (days <= 0)
+        return;
+    auto pruned = store_->prune(now - qint64(days) * 24 * 3600 * 1000, now);
+    if (!pruned)
+        qWarning().noquote() << "pruning the record failed:" << pruned.error().message;
+    else if (pruned->execs + pruned->events > 0)
+        qInfo().noquote() << QStringLiteral("retention: removed %1 command(s) and %2 event(s) "
+                                            "of sandboxes that ended over %3 days ago")
+                                 .arg(pruned->execs)
+                                 .arg(pruned->events)
+                                 .arg(days);
 }
 
 void SandboxService::reconcile() {

@@ -68,6 +68,8 @@ public:
 
     /// One housekeeping pass now (metering, expiry); tests and the timer.
     void tick();
+    /// Applies the retention setting to the record.
+    void prune(qint64 now);
     /// One reconciliation pass now (skipped while one runs).
     void reconcile();
 
@@ -98,6 +100,7 @@ private:
     QTimer ticker_;
     QTimer reconciler_;
     bool reconciling_ = false;
+    qint64 prunedAt_ = 0;
     // Work in flight, by sandbox id; every caller waits on its own future.
     QHash<QString, std::shared_ptr<FanOut<Result<SandboxView>>>> creating_;
     QHash<QString, std::shared_ptr<FanOut<Result<void>>>> stopping_;

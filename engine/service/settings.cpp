@@ -26,6 +26,27 @@ Result<int> parseInt(const QString &key, const QString &text, int min, int max) 
     return v;
 }
 
+/// Settings that are a whole number in a range, set and read alike.
+struct IntSetting {
+    const char *key;
+    int Settings::*field;
+    int min;
+    int max;
+};
+
+const IntSetting *intSetting(const QString &key) {
+    static const IntSetting table[] = {
+        {"max_connections", &Settings::maxConnections, 8, 10000},
+        {"http_header_timeout_s", &Settings::httpHeaderTimeoutS, 1, 600},
+        {"http_idle_timeout_s", &Settings::httpIdleTimeoutS, 1, 3600},
+        {"retention_days", &Settings::retentionDays, 0, 36500},
+    };
+    for (const IntSetting &s : table)
+        if (key == QLatin1String(s.key))
+            return &s;
+    return nullptr;
+}
+
 } // namespace
 
 Result<qint64> parseMoney(const QString &text) {
@@ -88,6 +109,16 @@ QList<std::pair<QString, QString>> Settings::describe() {
         {QStringLiteral("sandbox_user_namespaces"),
          QStringLiteral("on: user namespaces in sandboxes (Chromium's sandbox, rootless "
                         "containers); off (default): a smaller kernel attack surface")},
+        {QStringLiteral("max_connections"),
+         QStringLiteral("open API connections before new ones are answered 503 (8-10000)")},
+        {QStringLiteral("http_header_timeout_s"),
+         QStringLiteral("seconds for a request's head to arrive before 408 (1-600)")},
+        {QStringLiteral("http_idle_timeout_s"),
+         QStringLiteral("seconds an idle API connection, or a stalled upload, stays open "
+                        "(1-3600)")},
+        {QStringLiteral("retention_days"),
+         QStringLiteral("days commands and events of ended sandboxes are kept (0: for ever; "
+                        "the ledger is always kept)")},
     };
 }
 
@@ -224,6 +255,11 @@ Result<void> Settings::set(const QString &key, const QString &value) {
             return fail(Kind::InvalidArgument,
                         QStringLiteral("sandbox_user_namespaces is on or off"));
         sandboxUserNamespaces = value == QLatin1String("on");
+    } else if (auto *number = intSetting(key)) {
+        auto v = parseInt(key, value, number->min, number->max);
+        if (!v)
+            return std::unexpected(v.error());
+        this->*number->field = *v;
     } else {
         return fail(Kind::InvalidArgument,
                     QStringLiteral("unknown setting '%1': `sandcastle config list` shows them")
@@ -261,6 +297,8 @@ QString Settings::value(const QString &key) const {
         return sandboxDns.join(QLatin1Char(','));
     if (key == QLatin1String("sandbox_user_namespaces"))
         return sandboxUserNamespaces ? QStringLiteral("on") : QStringLiteral("off");
+    if (auto *number = intSetting(key))
+        return QString::number(this->*number->field);
     return {};
 }
 

@@ -26,6 +26,10 @@ struct Settings {
     QStringList allowedOrigins;         // besides the loopback origins of the port
     QStringList sandboxDns;             // empty: the host's resolvers
     bool sandboxUserNamespaces = false; // unprivileged user namespaces in guests
+    int maxConnections = 128;           // open API connections
+    int httpHeaderTimeoutS = 10;        // for a request's head to arrive
+    int httpIdleTimeoutS = 120;         // an idle keep-alive connection, a stalled body
+    int retentionDays = 90;             // exec rows and events kept; 0: for ever
 
     Settings();
     /// The stored values over the defaults. Values are checked when stored,

@@ -312,6 +312,33 @@ Result<int> Store::interruptExecs(const QString &sandboxId, const QString &reaso
     return q->numRowsAffected();
 }
 
+Result<PruneCounts> Store::prune(qint64 cutoff, qint64 now) {
+    Transaction tx(*this);
+    if (auto ok = tx.begun(); !ok)
+        return std::unexpected(ok.error());
+    PruneCounts counts;
+    const QString ended =
+        QStringLiteral(" WHERE sandbox_id IN (SELECT id FROM sandboxes WHERE ended_at > 0 AND"
+                       " ended_at < ?)");
+    auto q = run(QStringLiteral("DELETE FROM execs") + ended, {cutoff});
+    if (!q)
+        return std::unexpected(q.error());
+    counts.execs = q->numRowsAffected();
+    q = run(QStringLiteral("DELETE FROM events") + ended, {cutoff});
+    if (!q)
+        return std::unexpected(q.error());
+    counts.events = q->numRowsAffected();
+    // Keys answer for 24 hours (idempotent()); older ones only take room.
+    q = run(QStringLiteral("DELETE FROM idempotency WHERE created_at <= ?"),
+            {now - 24 * 3600 * 1000ll});
+    if (!q)
+        return std::unexpected(q.error());
+    counts.idempotencyKeys = q->numRowsAffected();
+    if (auto ok = tx.commit(); !ok)
+        return std::unexpected(ok.error());
+    return counts;
+}
+
 void Store::addEvent(const QString &sandboxId, const QString &kind, const QString &detail) {
     run(QStringLiteral("INSERT INTO events(sandbox_id, at, kind, detail) VALUES(?, ?, ?, ?)"),
         {sandboxId, nowMs(), kind, detail});

@@ -20,6 +20,12 @@ namespace sandcastle {
 
 class Transaction;
 
+struct PruneCounts {
+    int execs = 0;
+    int events = 0;
+    int idempotencyKeys = 0;
+};
+
 class Store {
 public:
     /// Opens (creating if needed) and migrates the database at `path`.
@@ -95,6 +101,11 @@ public:
     /// Execs still marked running (after a crash, or when their sandbox
     /// went away) become interrupted with `reason`.
     Result<int> interruptExecs(const QString &sandboxId, const QString &reason);
+
+    /// Retention: the commands and events of sandboxes that ended before
+    /// `cutoff`, and idempotency keys older than a day at `now`, are
+    /// deleted. Sandbox rows and the ledger are kept, so totals stay exact.
+    Result<PruneCounts> prune(qint64 cutoff, qint64 now);
 
     // Lifecycle events (created, running, extended, expired, ...).
     void addEvent(const QString &sandboxId, const QString &kind, const QString &detail = {});
