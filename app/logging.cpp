@@ -12,16 +12,30 @@ namespace {
 QFile *logFile = nullptr;
 QMutex logMutex;
 
+/// Characters that reorder or break what a reader sees: bidirectional
+/// controls (a name that displays as another, "Trojan Source") and the
+/// Unicode line and paragraph separators.
+bool deceptive(char16_t u) {
+    return u == 0x061c || u == 0x200e || u == 0x200f || (u >= 0x2028 && u <= 0x202e) ||
+           (u >= 0x2066 && u <= 0x2069);
+}
+
 /// One message, one line, nothing for a terminal to obey: control
 /// characters (a newline that forges a log line, an escape sequence that
-/// drives the terminal) become \xNN. Paths and names come from clients.
+/// drives the terminal) become \xNN, deceptive ones \uNNNN, and a
+/// backslash is doubled, so an escape in the log always means one was made.
+/// Paths and names come from clients.
 QString escaped(const QString &message) {
     QString out;
     out.reserve(message.size());
     for (QChar c : message) {
-        const ushort u = c.unicode();
+        const char16_t u = c.unicode();
         if (u < 0x20 || u == 0x7f || (u >= 0x80 && u < 0xa0))
-            out += QStringLiteral("\\x%1").arg(u, 2, 16, QLatin1Char('0'));
+            out += QStringLiteral("\\x%1").arg(uint(u), 2, 16, QLatin1Char('0'));
+        else if (deceptive(u))
+            out += QStringLiteral("\\u%1").arg(uint(u), 4, 16, QLatin1Char('0'));
+        else if (u == u'\\')
+            out += QStringLiteral("\\\\");
         else
             out += c;
     }

@@ -124,10 +124,11 @@ private slots:
             QCOMPARE(wrong.call("GET", QStringLiteral("/sandboxes?unauth-probe")).status, 401);
         // A path that would forge a log line and colour the terminal.
         const QUrl base(service->base());
-        const QByteArray forged = "GET /v1/sandboxes/x%1b%5b31mred%0a2026-01-01T00:00:00.000Z%20"
-                                  "info%20forged HTTP/1.1\r\nHost: 127.0.0.1:" +
-                                  QByteArray::number(base.port()) + "\r\nAuthorization: Bearer " +
-                                  service->key().toLatin1() + "\r\n\r\n";
+        const QByteArray forged =
+            "GET /v1/sandboxes/x%1b%5b31mred%0a2026-01-01T00:00:00.000Z%20"
+            "info%20forged%E2%80%AEdi%E2%80%A8lo HTTP/1.1\r\nHost: 127.0.0.1:" +
+            QByteArray::number(base.port()) + "\r\nAuthorization: Bearer " +
+            service->key().toLatin1() + "\r\n\r\n";
         const int status = http->raw(forged).first;
         QVERIFY2(status == 404 || status == 400, qPrintable(QString::number(status)));
         QCOMPARE(http->call("GET", QStringLiteral("/sandboxes?limit=2")).status, 200);
@@ -141,6 +142,11 @@ private slots:
             total += it.next().captured(1).toInt();
         QVERIFY2(total >= 30, qPrintable(QString::number(total)));
         QVERIFY(!log.contains(QChar(0x1b)));
+        // Bidirectional overrides and Unicode line separators are escaped too.
+        QVERIFY(!log.contains(QChar(0x202e)));
+        QVERIFY(!log.contains(QChar(0x2028)));
+        QVERIFY2(log.contains(QStringLiteral("forged\\u202edi\\u2028lo")),
+                 qPrintable(log.right(2000)));
         QVERIFY(!log.contains(QStringLiteral("\n2026-01-01T00:00:00.000Z info forged")));
         QVERIFY2(log.contains(QStringLiteral("x\\x1b[31mred\\x0a2026-01-01")),
                  qPrintable(log.right(2000)));

@@ -38,6 +38,7 @@ struct Engine::Sandbox {
     GuestChannel *channel = nullptr;       // owned by the engine (QObject child)
     CreateTrace trace;                     // of the create
     QFileSystemWatcher *console = nullptr; // while waiting for the first console line
+    bool createFinished = false;           // the create's outcome was given
 };
 
 namespace {
@@ -337,6 +338,10 @@ QFuture<Result<SandboxInfo>> Engine::create(const CreateOptions &options) {
     promise->start();
     // Called once per create, always after `boot` took a slot.
     auto finish = [this, promise, box](Result<SandboxInfo> r) {
+        // The boot deadline may have answered already; the late outcome of
+        // the step it gave up on changes nothing then.
+        if (std::exchange(box->createFinished, true))
+            return;
         stopWatchingConsole(*box);
         releaseBootSlot();
         if (r)
@@ -377,6 +382,25 @@ QFuture<Result<SandboxInfo>> Engine::create(const CreateOptions &options) {
             finish(fail(Kind::Conflict, QStringLiteral("destroyed while it waited to boot")));
             return;
         }
+        // Checked again now: the boots before this one, queued behind the
+        // same look at the host, have taken their memory since.
+        if (auto room = checkRoomFor(box->info.size, config_.dataDir, hostMemory(),
+                                     freeDiskBytes(config_.dataDir));
+            !room) {
+            finish(std::unexpected(room.error()));
+            return;
+        }
+        // A step that hangs (libvirt, qemu-img) must not hold the boot slot
+        // for ever, or every later create would wait behind it. The agent's
+        // own wait is bootTimeoutMs; this is the whole boot's.
+        QTimer::singleShot(
+            2 * config_.bootTimeoutMs, this, [box, finish, ms = 2 * config_.bootTimeoutMs] {
+                if (!box->createFinished)
+                    finish(fail(Kind::Timeout,
+                                QStringLiteral("the boot did not finish within %1 s (stuck in %2)")
+                                    .arg(ms / 1000)
+                                    .arg(phaseName(box->trace.current()))));
+            });
         enterPhase(box, CreatePhase::Overlay);
         runInPool(&pool_,
                   [this, box, hv, spec, diskGiB, dir, dns, internet]() mutable -> Result<void> {
