@@ -1,7 +1,9 @@
 #include "json.h"
 
+#include "sandbox/engine.h"
 #include "sizes.h"
 
+#include <QCoreApplication>
 #include <QDateTime>
 #include <QJsonArray>
 
@@ -108,6 +110,44 @@ QJsonObject sizesJson(const Settings &settings) {
             {QStringLiteral("default"), s.name == settings.defaultSize},
         });
     return {{QStringLiteral("data"), data}};
+}
+
+QJsonObject systemJson(const QString &version, const QString &accelerator,
+                       const Result<GuestImage> &image, qint64 nowMs) {
+    QJsonValue imageJson;
+    if (image) {
+        // No paths: they say nothing a client can use and name host folders.
+        QJsonObject o{
+            {QStringLiteral("built_at"),
+             image->builtAt > 0 ? QJsonValue(timestamp(image->builtAt)) : QJsonValue()},
+            {QStringLiteral("built_at_estimated"), image->builtAtEstimated},
+            {QStringLiteral("age_days"),
+             image->builtAt > 0 ? QJsonValue(image->ageDays(nowMs)) : QJsonValue()},
+            {QStringLiteral("max_age_days"), GuestImage::kMaxAgeDays},
+            {QStringLiteral("boot_hash"), image->bootHash},
+            {QStringLiteral("rootfs"), orNull(image->rootfs)},
+            {QStringLiteral("kernel_version"), orNull(image->kernelVersion)},
+            {QStringLiteral("suites"), QJsonArray::fromStringList(image->suites)},
+            {QStringLiteral("update_recommended"), !image->ageWarning(nowMs).isEmpty()},
+            {QStringLiteral("update_command"), QLatin1String(GuestImage::kUpdateCommand)},
+        };
+        imageJson = o;
+    }
+    return {
+        {QStringLiteral("object"), QStringLiteral("system")},
+        {QStringLiteral("version"), version},
+        {QStringLiteral("accelerator"), orNull(accelerator)},
+        {QStringLiteral("image"), imageJson},
+    };
+}
+
+QJsonObject systemJson(const Engine &engine) {
+    const QString accelerator = !engine.hypervisor()   ? QString()
+                                : engine.accelerated() ? QStringLiteral("kvm")
+                                                       : QStringLiteral("tcg");
+    return systemJson(QCoreApplication::applicationVersion(), accelerator,
+                      GuestImage::load(engine.config().imageDir),
+                      QDateTime::currentMSecsSinceEpoch());
 }
 
 HttpError httpErrorFor(Kind kind) {

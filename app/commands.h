@@ -17,6 +17,9 @@ int runServe(const ServeOptions &options);
 /// accounts list|create: administration on the record, service running or not.
 int runAdmin(const QString &command, const QStringList &args, const QString &name,
              const QString &account);
+/// image status|update: the guest image's age; rebuilding its root
+/// filesystem with the archive's current packages (security updates).
+int runImage(const QStringList &args);
 /// MCP over stdio, bridged to the running service's /mcp.
 int runMcpStdio();
 /// Creates one sandbox, runs `command` in it, destroys it (no record).

@@ -64,11 +64,14 @@ int main(int argc, char **argv) {
         "  credit show|add AMOUNT     prepaid credit of an account\n"
         "  accounts list|create       accounts (create prints the new account's key)\n"
         "  config list|get|set|unset  settings (`config list` explains each)\n"
+        "  image status|update        the guest image's age; update rebuilds it with the\n"
+        "                             archive's current packages (security updates; root)\n"
         "  mcp                        MCP over stdio (needs the service running; key in\n"
         "                             AAS_API_KEY, URL in SANDCASTLE_URL)\n"
         "  demo                       boot one sandbox, run --run, destroy it\n\n"
         "The data dir is /var/lib/sandcastle for root, else ~/.local/share/sandcastle;\n"
-        "SANDCASTLE_DATA_DIR overrides it."));
+        "SANDCASTLE_DATA_DIR overrides it. The guest image is in images/ there (not\n"
+        "under SANDCASTLE_DATA_DIR); SANDCASTLE_IMAGE_DIR overrides it."));
     parser.addHelpOption();
     parser.addVersionOption();
     parser.addPositionalArgument(QStringLiteral("command"), QStringLiteral("see above"));
@@ -111,6 +114,8 @@ int main(int argc, char **argv) {
     }
     if (command == QLatin1String("mcp"))
         return runMcpStdio();
+    if (command == QLatin1String("image"))
+        return runImage(args.mid(1));
     if (command == QLatin1String("demo"))
         return runDemo(parser.value(size), parser.value(run));
     if (command == QLatin1String("keys") || command == QLatin1String("credit") ||

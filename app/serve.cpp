@@ -8,9 +8,11 @@
 #include "service/sandboxservice.h"
 
 #include <QApplication>
+#include <QDateTime>
 #include <QDir>
 #include <QLockFile>
 #include <QSocketNotifier>
+#include <QTimer>
 #include <QtDebug>
 
 #include <csignal>
@@ -118,6 +120,20 @@ int runServe(const ServeOptions &options) {
     else if (engine.dnsServers().isEmpty())
         qWarning().noquote() << "the host names no IPv4 resolver a sandbox can reach: sandboxes "
                                 "get no DNS until `sandcastle config set sandbox_dns ...`";
+    // An image that is never rebuilt never gets security updates: say so
+    // at the start and then once a day for as long as the service runs.
+    const auto warnIfImageOld = [imageDir = config.imageDir] {
+        if (auto image = GuestImage::load(imageDir)) {
+            const QString warning = image->ageWarning(QDateTime::currentMSecsSinceEpoch());
+            if (!warning.isEmpty())
+                qWarning().noquote() << warning;
+        }
+    };
+    warnIfImageOld();
+    QTimer imageAgeCheck;
+    imageAgeCheck.setInterval(24 * 3600 * 1000);
+    QObject::connect(&imageAgeCheck, &QTimer::timeout, qApp, warnIfImageOld);
+    imageAgeCheck.start();
     SandboxService service(&engine, store->get(), settings);
     api::ApiServer server(&service);
     quitOnSignals();

@@ -4,6 +4,8 @@
 // Python loop, their curl/jq flow, a generated hostile-input run) run
 // against the same service. The last test kills the service with SIGKILL
 // mid-work and checks what the restart makes of it.
+#include "guestimage.h"
+#include "sandbox/engine.h"
 #include "support/service.h"
 
 #include <QElapsedTimer>
@@ -133,6 +135,43 @@ private slots:
         QVERIFY2(status == 404 || status == 400, qPrintable(QString::number(status)));
         QCOMPARE(http->call("GET", QStringLiteral("/sandboxes?limit=2")).status, 200);
         const QString log = service->log();
+    // GET /v1/system names the image new sandboxes get and its age, as
+    // the manifest in the image folder says; the start-up log warns when
+    // it wants an update.
+    void systemReportsTheImage() {
+        const QString imageDir = sandcastle::EngineConfig::defaults().imageDir;
+        auto before = sandcastle::GuestImage::load(imageDir);
+        QVERIFY2(before, before ? "" : qPrintable(before.error().message));
+        Reply r = http->call("GET", QStringLiteral("/system"));
+        auto after = sandcastle::GuestImage::load(imageDir);
+        const qint64 now = QDateTime::currentMSecsSinceEpoch();
+        QCOMPARE(r.status, 200);
+        QCOMPARE(r.json.value("object").toString(), QStringLiteral("system"));
+        QVERIFY(!r.json.value("version").toString().isEmpty());
+        const QString accel = r.json.value("accelerator").toString();
+        QVERIFY2(accel == QLatin1String("kvm") || accel == QLatin1String("tcg"), qPrintable(accel));
+        const QJsonObject image = r.json.value("image").toObject();
+        // Another suite's image build may move `current` meanwhile.
+        const auto &seen =
+            image.value("boot_hash").toString() == before->bootHash ? *before : *after;
+        QCOMPARE(image.value("boot_hash").toString(), seen.bootHash);
+        QCOMPARE(image.value("built_at").toString(),
+                 QDateTime::fromMSecsSinceEpoch(seen.builtAt, Qt::UTC).toString(Qt::ISODateWithMs));
+        QVERIFY(std::abs(image.value("age_days").toInt() - seen.ageDays(now)) <= 1);
+        QCOMPARE(image.value("update_command").toString(),
+                 QStringLiteral("sandcastle image update"));
+        QCOMPARE(image.value("update_recommended").toBool(), !seen.ageWarning(now).isEmpty());
+        QVERIFY2(!r.body.contains(imageDir.toUtf8()), r.body.constData()); // no host paths
+        if (!before->ageWarning(now).isEmpty())
+            QVERIFY(service->log().contains(QStringLiteral("`sandcastle image update`")));
+
+        Http anonymous(service->base(), {});
+        QCOMPARE(anonymous.call("GET", QStringLiteral("/system")).status, 401);
+        Reply post = http->call("POST", QStringLiteral("/system"), QByteArray("{}"));
+        QCOMPARE(post.status, 405);
+        QCOMPARE(post.headers.value("allow"), QByteArray("GET"));
+    }
+
         QVERIFY2(!log.contains(QStringLiteral("unauth-probe")), "a refused request was logged");
         // Counted in one or more lines (earlier tests' refusals, a quiet minute).
         static const QRegularExpression counted(

@@ -1,8 +1,10 @@
 #include "settingsview.h"
 
+#include "guestimage.h"
 #include "imagebuilder.h"
 #include "service/sandboxservice.h"
 
+#include <QDateTime>
 #include <QFormLayout>
 #include <QGroupBox>
 #include <QHBoxLayout>
@@ -33,7 +35,8 @@ SettingsView::SettingsView(SandboxService *service, QWidget *parent)
     , builder_(new ImageBuilder(this))
     , rebuild_(new QPushButton(tr("Rebuild guest image"), this))
     , progress_(new QProgressBar(this))
-    , imageStatus_(new QLabel(this)) {
+    , imageStatus_(new QLabel(this))
+    , imageAge_(new QLabel(this)) {
     auto *settingsBox = new QGroupBox(tr("Service settings"), this);
     auto *form = new QFormLayout(settingsBox);
     for (const auto &[key, label] : kShown) {
@@ -63,7 +66,11 @@ SettingsView::SettingsView(SandboxService *service, QWidget *parent)
     imageStatus_->setWordWrap(true);
     imageStatus_->setText(tr("A cached image is checked in seconds; a full build takes a few "
                              "minutes, needs root, and downloads about 400 MB."));
+    imageAge_->setObjectName(QStringLiteral("imageAge"));
+    imageAge_->setTextFormat(Qt::PlainText);
+    imageAge_->setWordWrap(true);
     auto *imageLayout = new QVBoxLayout(imageBox);
+    imageLayout->addWidget(imageAge_);
     auto *row = new QHBoxLayout;
     row->addWidget(rebuild_);
     row->addWidget(progress_, 1);
@@ -85,8 +92,37 @@ SettingsView::SettingsView(SandboxService *service, QWidget *parent)
         rebuild_->setEnabled(true);
         imageStatus_->setStyleSheet(ok ? QString() : QStringLiteral("color: #b3261e"));
         imageStatus_->setText(message);
+        showImageAge();
     });
     load();
+    showImageAge();
+}
+
+void SettingsView::showEvent(QShowEvent *event) {
+    QWidget::showEvent(event);
+    showImageAge(); // it ages, and `sandcastle image update` may have run meanwhile
+}
+
+void SettingsView::showImageAge() {
+    auto image = GuestImage::load(service_->engine()->config().imageDir);
+    if (!image) {
+        imageAge_->setStyleSheet(QStringLiteral("color: #b3261e"));
+        imageAge_->setText(image.error().message);
+        return;
+    }
+    const qint64 now = QDateTime::currentMSecsSinceEpoch();
+    const QString warning = image->ageWarning(now);
+    imageAge_->setStyleSheet(warning.isEmpty() ? QString() : QStringLiteral("color: #b3261e"));
+    QString text = tr("Current image: %1.").arg(image->describe(now));
+    if (!warning.isEmpty())
+        text += QLatin1Char('\n') + tr("Update it: %1").arg(warning);
+    else
+        text += QLatin1Char('\n') +
+                tr("`%1` (as root) rebuilds it with the archive's current packages, security "
+                   "updates included; older than %2 days, the log says so.")
+                    .arg(QLatin1String(GuestImage::kUpdateCommand))
+                    .arg(GuestImage::kMaxAgeDays);
+    imageAge_->setText(text);
 }
 
 void SettingsView::load() {

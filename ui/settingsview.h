@@ -2,7 +2,8 @@
 // lifetime, libvirt URI), each checked by Settings::set before it is
 // stored: an invalid value is refused with its message and never written.
 // They take effect at the service's next start, as with `sandcastle
-// config set`. Also: rebuilding the guest image with a progress bar.
+// config set`. Also: the guest image's age, and rebuilding it with a
+// progress bar.
 #pragma once
 
 #include <QHash>
@@ -27,10 +28,15 @@ class SettingsView : public QWidget {
 public:
     explicit SettingsView(SandboxService *service, QWidget *parent = nullptr);
 
+protected:
+    void showEvent(QShowEvent *event) override;
+
 private:
     void load();
     void save();
     void rebuildImage();
+    /// Reads the current image's manifest: its build date, age, packages.
+    void showImageAge();
 
     SandboxService *service_;
     QHash<QString, QLineEdit *> fields_; // by settings key
@@ -39,6 +45,7 @@ private:
     QPushButton *rebuild_;
     QProgressBar *progress_;
     QLabel *imageStatus_;
+    QLabel *imageAge_;
 };
 
 } // namespace sandcastle::ui

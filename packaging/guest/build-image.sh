@@ -2,11 +2,17 @@
 # Builds Sandcastle's guest image from Debian packages, or finds it cached.
 #
 #   build-image.sh --agent PATH [--cache DIR] [--suite bookworm] [--mirror URL]
+#                  [--security-mirror URL] [--refresh]
 #
 # Two layers, each cached under a hash of its inputs:
-#   rootfs-<hash>/  the slow part (minutes): mmdebstrap root filesystem as a
+#   rootfs-<hash>-<built>/  the slow part (minutes): mmdebstrap root filesystem
+#                   (the suite with its -updates and -security suites) as a
 #                   read-only qcow2 base, plus the kernel and its modules;
+#                   <built> is the UTC time its packages were fetched;
 #   boot-<hash>/    the quick part (seconds): the initramfs with the agent.
+# A plain run reuses the newest root filesystem of the same recipe; with
+# --refresh (`sandcastle image update`) it builds a new one from the
+# archive's current packages, so security updates get in.
 # Each layer is built in a temporary folder and renamed into place only when
 # complete, so a failed or interrupted build never leaves an image that is
 # later used. `<cache>/current` points at the boot layer in use; its
@@ -17,6 +23,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 agent=""
 suite=bookworm
 mirror=""
+security_mirror=""
+refresh=""
 if [ "$(id -u)" = 0 ]; then
   cache=${SANDCASTLE_IMAGE_DIR:-/var/lib/sandcastle/images}
 else
@@ -29,7 +37,9 @@ while [ $# -gt 0 ]; do
     --cache) cache=$2; shift 2 ;;
     --suite) suite=$2; shift 2 ;;
     --mirror) mirror=$2; shift 2 ;;
-    *) echo "usage: $0 --agent PATH [--cache DIR] [--suite S] [--mirror URL]" >&2; exit 2 ;;
+    --security-mirror) security_mirror=$2; shift 2 ;;
+    --refresh) refresh=1; shift ;;
+    *) echo "usage: $0 --agent PATH [--cache DIR] [--suite S] [--mirror URL] [--security-mirror URL] [--refresh]" >&2; exit 2 ;;
   esac
 done
 
@@ -41,6 +51,15 @@ if [ -z "$mirror" ]; then
     head -n1 | awk '{print $2}' || true)
   mirror=${mirror:-http://deb.debian.org/debian}
 fi
+if [ -z "$security_mirror" ]; then
+  # Security updates are published in their own archive, not on the mirrors.
+  security_mirror=$(grep -rhoE '^URIs: *\S+/debian-security/?$|^deb +\S+/debian-security/? ' \
+    /etc/apt/sources.list.d/ /etc/apt/sources.list 2>/dev/null | head -n1 | awk '{print $2}' || true)
+  security_mirror=${security_mirror:-http://deb.debian.org/debian-security}
+fi
+# The point releases' and the security team's updates, not only the release
+# as it was: an image without them misses every fix since the release.
+suites="$suite $suite-updates $suite-security"
 
 start=$(date +%s)
 step() { printf '[guest image %3ss] %s\n' "$(($(date +%s) - start))" "$*"; }
@@ -62,11 +81,24 @@ node_sha512=3jhC+wcoWxKZxcRqF2sUSl0c9HEXFnur/nuIPx6O6CWKV0jOUWQm7Htw5SuXqqlMCEhi
 npm_version=10.9.8
 npm_sha512=fYwb6ODSmHkqrJQQaCxY3M2lPf/mpgC7ik0HSzzIwG5CGtabRp4bNqikatvCoT42b5INQSqudVH0R7yVmC9hVg==
 
-# Bump the version when this script's own steps for the layer change
-# (v2: no root-reserved blocks; v3: Node 22 from the npm registry).
-rootfs_hash=$(printf 'rootfs-v3 %s node-%s npm-%s\n' "$suite" "$node_version" "$npm_version" |
+# The recipe: what the root filesystem is made of. Bump the version when
+# this script's own steps for the layer change (v2: no root-reserved blocks;
+# v3: Node 22 from the npm registry; v4: the -updates and -security suites).
+# The archive's state is not in it: the same recipe built later gets newer
+# packages. So each build of a recipe is kept under its build time, a plain
+# run takes the newest one, and --refresh makes a new one.
+rootfs_hash=$(printf 'rootfs-v4 %s node-%s npm-%s\n' "$suites" "$node_version" "$npm_version" |
   cat - "$here/rootfs-packages.txt" "$here/rootfs-setup.sh" | sha256sum | cut -c1-16)
-rootfs_dir="$cache/rootfs-$rootfs_hash"
+
+# Complete root filesystems of this recipe, oldest first (the build time
+# sorts; a folder still being built ends in .tmp.<pid> and has no say).
+recipe_builds() {
+  local d
+  for d in "$cache/rootfs-$rootfs_hash" "$cache/rootfs-$rootfs_hash"-*; do
+    case $d in *.tmp.*) continue ;; esac
+    if [ -f "$d/base.qcow2" ]; then echo "$d"; fi
+  done | LC_ALL=C sort
+}
 
 tmp=""
 cleanup() {
@@ -126,16 +158,22 @@ build_rootfs() {
   local free_kib
   free_kib=$(df -Pk "$cache" | awk 'NR==2 {print $4}')
   [ "$free_kib" -ge $((6 * 1024 * 1024)) ] || die "need 6 GiB free in $cache, have $((free_kib / 1024)) MiB"
+  # The time the archive is read: what the image's age counts from.
+  local built_at
+  built_at=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+  rootfs_dir="$cache/rootfs-$rootfs_hash-$(date -u -d "$built_at" +%Y%m%dT%H%M%SZ)"
+  [ -e "$rootfs_dir" ] && { sleep 1; build_rootfs; return; } # same second as the last build
   tmp="$rootfs_dir.tmp.$$"
   rm -rf "$tmp"
   mkdir -p "$tmp/root"
   local pkgs
   pkgs=$(grep -vE '^\s*(#|$)' "$here/rootfs-packages.txt" | paste -sd, -)
-  step "1/4 debootstrapping $suite from $mirror (takes minutes; downloads ~400 MB)"
+  step "1/4 debootstrapping $suites from $mirror and $security_mirror (takes minutes; downloads ~400 MB)"
   if ! mmdebstrap --mode=root --variant=minbase --include="$pkgs" \
     --aptopt='Acquire::Retries "3"' \
-    --customize-hook="cp '$here/rootfs-setup.sh' \"\$1/tmp/setup.sh\" && chroot \"\$1\" env SC_MIRROR='$mirror' SC_SUITE='$suite' sh /tmp/setup.sh && rm \"\$1/tmp/setup.sh\"" \
-    "$suite" "$tmp/root" "$mirror" 2>&1 |
+    --customize-hook="cp '$here/rootfs-setup.sh' \"\$1/tmp/setup.sh\" && chroot \"\$1\" env SC_MIRROR='$mirror' SC_SECURITY_MIRROR='$security_mirror' SC_SUITE='$suite' sh /tmp/setup.sh && rm \"\$1/tmp/setup.sh\"" \
+    "$suite" "$tmp/root" "deb $mirror $suite main" "deb $mirror $suite-updates main" \
+    "deb $security_mirror $suite-security main" 2>&1 |
     while IFS= read -r line; do printf '  %s\n' "$line"; done; then
     die "mmdebstrap failed (network or mirror unreachable? disk full? see above)"
   fi
@@ -154,6 +192,9 @@ build_rootfs() {
   cp -a "$tmp/root/usr/lib/modules/$kver" "$tmp/modules/"
   echo "$kver" >"$tmp/kernel-version"
   rm -f "$tmp"/root/boot/vmlinuz-* "$tmp"/root/boot/System.map-*
+  # What went in, so an update can say what changed.
+  chroot "$tmp/root" dpkg-query -W -f '${Package} ${Version}\n' | LC_ALL=C sort >"$tmp/packages.txt"
+  echo "$built_at" >"$tmp/built-at"
 
   step "3/4 making the ext4 filesystem"
   # -m 0: no blocks reserved for root. The agent writes files for `sandbox`
@@ -200,15 +241,38 @@ module_list() {
   ' "$moddir/modules.dep"
 }
 
-if [ -f "$rootfs_dir/base.qcow2" ]; then
-  step "root filesystem rootfs-$rootfs_hash is cached"
-else
+# The root filesystem `current` stands on now, to compare an update with.
+previous_rootfs=""
+if [ -f "$cache/current/manifest.json" ]; then
+  previous_base=$(jq -r '.base // empty' "$cache/current/manifest.json" 2>/dev/null || true)
+  [ -n "$previous_base" ] && previous_rootfs=$(dirname "$previous_base")
+fi
+
+rootfs_dir=$(recipe_builds | tail -n1)
+if [ -n "$refresh" ] || [ -z "$rootfs_dir" ]; then
+  [ -n "$refresh" ] && step "refreshing: a new root filesystem from the archive's current packages"
   build_rootfs
+  # Old layers stay: running sandboxes' disks are overlays on their base.
+  if [ -n "$refresh" ] && [ -f "$previous_rootfs/packages.txt" ]; then
+    changed=$(LC_ALL=C join -a1 -a2 -e '(none)' -o 0,1.2,2.2 "$previous_rootfs/packages.txt" \
+      "$rootfs_dir/packages.txt" | awk '$2 != $3 {print $1 " " $2 " -> " $3}')
+    step "$(printf '%s\n' "$changed" | grep -c . || true) package(s) changed since $(basename "$previous_rootfs")"
+    printf '%s\n' "$changed" | grep . | head -n 40 | sed 's/^/  /' || true
+    [ "$(printf '%s\n' "$changed" | grep -c .)" -le 40 ] || echo "  ... (all of them: diff the packages.txt of both folders)"
+  fi
+else
+  step "root filesystem $(basename "$rootfs_dir") is cached"
+fi
+rootfs_name=$(basename "$rootfs_dir")
+if [ -f "$rootfs_dir/built-at" ]; then
+  rootfs_built_at=$(cat "$rootfs_dir/built-at")
+else # built before the time was recorded: its base image was written then
+  rootfs_built_at=$(date -u -d "@$(stat -c %Y "$rootfs_dir/base.qcow2")" +%Y-%m-%dT%H:%M:%SZ)
 fi
 
 kver=$(cat "$rootfs_dir/kernel-version")
 moddir="$rootfs_dir/modules/$kver"
-boot_hash=$( (echo "$rootfs_hash" && module_list "$moddir" && module_list "$moddir" "$base_modules $net_modules" && cat "$here/initramfs-init.sh" "$here/guest-boot.sh" "$here/egress.nft" "$agent" /bin/busybox) | sha256sum | cut -c1-16)
+boot_hash=$( (echo "$rootfs_name" && module_list "$moddir" && module_list "$moddir" "$base_modules $net_modules" && cat "$here/initramfs-init.sh" "$here/guest-boot.sh" "$here/egress.nft" "$agent" /bin/busybox) | sha256sum | cut -c1-16)
 boot_dir="$cache/boot-$boot_hash"
 
 if [ -f "$boot_dir/manifest.json" ]; then
@@ -238,8 +302,11 @@ else
   rm -rf "$tmp/initramfs"
   jq -n --arg kernel "$rootfs_dir/vmlinuz" --arg initrd "$boot_dir/initrd.img" \
     --arg base "$rootfs_dir/base.qcow2" --arg kver "$kver" --arg suite "$suite" \
-    --arg rootfs "$rootfs_hash" --arg boot "$boot_hash" \
-    '{kernel: $kernel, initrd: $initrd, base: $base, kernel_version: $kver, suite: $suite, rootfs_hash: $rootfs, boot_hash: $boot, format: 1}' \
+    --arg rootfs "$rootfs_hash" --arg boot "$boot_hash" --arg rootfs_name "$rootfs_name" \
+    --arg built "$rootfs_built_at" --arg suites "$suites" \
+    '{kernel: $kernel, initrd: $initrd, base: $base, kernel_version: $kver, suite: $suite,
+      suites: ($suites | split(" ")), rootfs: $rootfs_name, rootfs_hash: $rootfs,
+      rootfs_built_at: $built, boot_hash: $boot, format: 1}' \
     >"$tmp/manifest.json"
   chmod -R a+rX "$tmp"
   mv "$tmp" "$boot_dir"

@@ -21,7 +21,13 @@ rm -f /usr/lib/python3*/EXTERNALLY-MANAGED
 # so this is the cheapest large speed-up there is. Same source, same Debian
 # patches (but privmode, which needs a setuid shell we do not have, and the
 # build-system ones), so behaviour is Debian's dash.
-echo "deb-src $SC_MIRROR $SC_SUITE main" >/etc/apt/sources.list.d/sandcastle-src.list
+# The same suites as the binaries (updates and security included), so the
+# source is the version of the dash package that is installed.
+cat >/etc/apt/sources.list.d/sandcastle-src.list <<EOF
+deb-src $SC_MIRROR $SC_SUITE main
+deb-src $SC_MIRROR $SC_SUITE-updates main
+deb-src $SC_SECURITY_MIRROR $SC_SUITE-security main
+EOF
 apt-get update -q
 mkdir -p /tmp/dash-build
 cd /tmp/dash-build
