@@ -119,22 +119,6 @@ private slots:
         QCOMPARE(second.call("GET", QStringLiteral("/sandboxes/") + box).status, 401);
     }
 
-    void logIsNoWriteChannel() {
-        // Requests without a valid key are counted, not logged one by one.
-        Http wrong(service->base(), QStringLiteral("sc_") + QString(40, QLatin1Char('b')));
-        for (int i = 0; i < 30; ++i)
-            QCOMPARE(wrong.call("GET", QStringLiteral("/sandboxes?unauth-probe")).status, 401);
-        // A path that would forge a log line and colour the terminal.
-        const QUrl base(service->base());
-        const QByteArray forged =
-            "GET /v1/sandboxes/x%1b%5b31mred%0a2026-01-01T00:00:00.000Z%20"
-            "info%20forged%E2%80%AEdi%E2%80%A8lo HTTP/1.1\r\nHost: 127.0.0.1:" +
-            QByteArray::number(base.port()) + "\r\nAuthorization: Bearer " +
-            service->key().toLatin1() + "\r\n\r\n";
-        const int status = http->raw(forged).first;
-        QVERIFY2(status == 404 || status == 400, qPrintable(QString::number(status)));
-        QCOMPARE(http->call("GET", QStringLiteral("/sandboxes?limit=2")).status, 200);
-        const QString log = service->log();
     // GET /v1/system names the image new sandboxes get and its age, as
     // the manifest in the image folder says; the start-up log warns when
     // it wants an update.
@@ -172,6 +156,22 @@ private slots:
         QCOMPARE(post.headers.value("allow"), QByteArray("GET"));
     }
 
+    void logIsNoWriteChannel() {
+        // Requests without a valid key are counted, not logged one by one.
+        Http wrong(service->base(), QStringLiteral("sc_") + QString(40, QLatin1Char('b')));
+        for (int i = 0; i < 30; ++i)
+            QCOMPARE(wrong.call("GET", QStringLiteral("/sandboxes?unauth-probe")).status, 401);
+        // A path that would forge a log line and colour the terminal.
+        const QUrl base(service->base());
+        const QByteArray forged =
+            "GET /v1/sandboxes/x%1b%5b31mred%0a2026-01-01T00:00:00.000Z%20"
+            "info%20forged%E2%80%AEdi%E2%80%A8lo HTTP/1.1\r\nHost: 127.0.0.1:" +
+            QByteArray::number(base.port()) + "\r\nAuthorization: Bearer " +
+            service->key().toLatin1() + "\r\n\r\n";
+        const int status = http->raw(forged).first;
+        QVERIFY2(status == 404 || status == 400, qPrintable(QString::number(status)));
+        QCOMPARE(http->call("GET", QStringLiteral("/sandboxes?limit=2")).status, 200);
+        const QString log = service->log();
         QVERIFY2(!log.contains(QStringLiteral("unauth-probe")), "a refused request was logged");
         // Counted in one or more lines (earlier tests' refusals, a quiet minute).
         static const QRegularExpression counted(

@@ -377,6 +377,12 @@ private slots:
         QTRY_VERIFY2_WITH_TIMEOUT(status->text().contains(QLatin1String("image is ready")),
                                   qPrintable(status->text()), 10000);
         QVERIFY(find<QPushButton>(QStringLiteral("rebuildImageButton"))->isEnabled());
+        // The current image's build date and age, as plain text.
+        auto *age = find<QLabel>(QStringLiteral("imageAge"));
+        QCOMPARE(age->textFormat(), Qt::PlainText);
+        QVERIFY2(age->text().startsWith(QLatin1String("Current image: built ")),
+                 qPrintable(age->text()));
+        QVERIFY(age->text().contains(QLatin1String("sandcastle image update")));
         screenshot(QStringLiteral("settings"));
     }
 
@@ -421,12 +427,6 @@ private slots:
     void cleanupTestCase() {
         if (service) {
             for (const SandboxRecord &r : store->liveSandboxes())
-        // The current image's build date and age, as plain text.
-        auto *age = find<QLabel>(QStringLiteral("imageAge"));
-        QCOMPARE(age->textFormat(), Qt::PlainText);
-        QVERIFY2(age->text().startsWith(QLatin1String("Current image: built ")),
-                 qPrintable(age->text()));
-        QVERIFY(age->text().contains(QLatin1String("sandcastle image update")));
                 await(service->destroy(r.accountId, r.id), 60000);
         }
         window.reset();

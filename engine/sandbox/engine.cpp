@@ -289,6 +289,15 @@ QFuture<Result<SandboxInfo>> Engine::create(const CreateOptions &options) {
         return failedFuture<SandboxInfo>(
             Kind::InvalidArgument,
             QStringLiteral("sandbox id %1 is malformed or taken").arg(options.id.left(64)));
+    // `sandcastle image update` moves `current` while the service runs: new
+    // sandboxes take the new image without a restart; running ones keep the
+    // files they started on (the builder never deletes a layer).
+    if (auto latest = GuestImage::load(config_.imageDir);
+        latest && latest->bootHash != image_.bootHash) {
+        qInfo().noquote() << "guest image changed: new sandboxes use" << latest->rootfs
+                          << "(boot layer" << latest->bootHash + QStringLiteral(")");
+        image_ = *latest;
+    }
     auto box = std::make_shared<Sandbox>();
     SandboxInfo &info = box->info;
     info.id = options.id.isEmpty() ? newId() : options.id;
@@ -304,15 +313,6 @@ QFuture<Result<SandboxInfo>> Engine::create(const CreateOptions &options) {
     if (longest.toLocal8Bit().size() > 107)
         return failedFuture<SandboxInfo>(
             Kind::Unavailable,
-    // `sandcastle image update` moves `current` while the service runs: new
-    // sandboxes take the new image without a restart; running ones keep the
-    // files they started on (the builder never deletes a layer).
-    if (auto latest = GuestImage::load(config_.imageDir);
-        latest && latest->bootHash != image_.bootHash) {
-        qInfo().noquote() << "guest image changed: new sandboxes use" << latest->rootfs
-                          << "(boot layer" << latest->bootHash + QStringLiteral(")");
-        image_ = *latest;
-    }
             QStringLiteral("the data folder's path is too long for a UNIX socket "
                            "(%1); choose a shorter SANDCASTLE_DATA_DIR")
                 .arg(longest));
