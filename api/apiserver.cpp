@@ -318,8 +318,12 @@ void ApiServer::route(const std::shared_ptr<Call> &call) {
         if (call->method != Method::Get)
             return methodNotAllowed(*call, "GET");
         auto account = service_->store()->account(call->accountId);
-        call->json(200, accountJson(*account, service_->store()->liveCount(call->accountId),
-                                    service_->settings()));
+        auto live = service_->store()->liveCount(call->accountId);
+        if (!account || !live)
+            return call->error(
+                live ? EngineError{Kind::Internal, QStringLiteral("the account cannot be read")}
+                     : live.error());
+        call->json(200, accountJson(*account, *live, service_->settings()));
     } else if (parts.size() == 2 && top == QLatin1String("sandboxes")) {
         sandboxes(call);
     } else if ((parts.size() == 3 || parts.size() == 4) && top == QLatin1String("sandboxes")) {

@@ -107,7 +107,7 @@ int accounts(Store &store, const QStringList &args, const QString &name) {
     if (verb == QLatin1String("list") || verb.isEmpty()) {
         for (const AccountRecord &a : store.accounts())
             out << a.id << "  \"" << a.name << "\"  credit " << formatMoney(a.balanceMicros)
-                << "  live sandboxes " << store.liveCount(a.id) << Qt::endl;
+                << "  live sandboxes " << store.liveCount(a.id).value_or(-1) << Qt::endl;
         return 0;
     }
     if (verb == QLatin1String("create")) {

@@ -90,18 +90,18 @@ int runServe(const ServeOptions &options) {
     config.maxBooting = settings.maxBooting;
 
     QString firstKey;
-    if ((*store)->accounts().isEmpty()) {
-        auto account =
-            (*store)->createAccount(QStringLiteral("default"), settings.signupCreditMicros);
-        auto key = account ? (*store)->createKey(account->id, QStringLiteral("first key"))
-                           : std::unexpected(account.error());
-        if (!key) {
-            qCritical().noquote() << "cannot create the first account:" << key.error().message;
-            return 1;
-        }
-        firstKey = key->second;
-        qInfo().noquote() << "first start: created account" << account->id << "and key"
-                          << key->first.id;
+    // One transaction: a failed read is an error, not "no accounts", and
+    // a crash half-way leaves no account without its key.
+    auto first =
+        (*store)->ensureFirstAccount(QStringLiteral("default"), settings.signupCreditMicros);
+    if (!first) {
+        qCritical().noquote() << "cannot create the first account:" << first.error().message;
+        return 1;
+    }
+    if (*first) {
+        firstKey = (*first)->second;
+        qInfo().noquote() << "first start: created account" << (*first)->first.accountId
+                          << "and key" << (*first)->first.id;
     }
 
     Engine engine(config);

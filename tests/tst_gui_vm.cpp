@@ -426,7 +426,7 @@ private slots:
 
     void cleanupTestCase() {
         if (service) {
-            for (const SandboxRecord &r : store->liveSandboxes())
+            for (const SandboxRecord &r : store->liveSandboxes().value_or(QList<SandboxRecord>()))
                 await(service->destroy(r.accountId, r.id), 60000);
         }
         window.reset();

@@ -1,5 +1,7 @@
 // The record on a real SQLite file: migrations, keys hashed at rest,
-// metering, idempotency, exec records, settings validation.
+// metering, idempotency, exec records, settings validation, and faults
+// set up through a second connection (triggers that fail, a table that
+// cannot be read) or a real full filesystem.
 #include "service/settings.h"
 #include "store/store.h"
 
@@ -8,6 +10,10 @@
 #include <QSqlQuery>
 #include <QTemporaryDir>
 #include <QTest>
+
+#include <sched.h>
+#include <sys/mount.h>
+#include <unistd.h>
 
 using namespace sandcastle;
 
@@ -31,6 +37,20 @@ private:
         r.rateMicrosPerHour = rate;
         r.chargedUntil = createdAt;
         return r;
+    }
+
+    /// Runs `sql` on the database at `file` through a connection of its own
+    /// (the way another process would), to set up a fault.
+    static bool rawSql(const QString &file, const QString &sql) {
+        bool ok = false;
+        {
+            QSqlDatabase db = QSqlDatabase::addDatabase(QStringLiteral("QSQLITE"), "fault");
+            db.setDatabaseName(file);
+            ok = db.open() && QSqlQuery(db).exec(sql);
+            db.close();
+        }
+        QSqlDatabase::removeDatabase("fault");
+        return ok;
     }
 
 private slots:
@@ -221,6 +241,149 @@ private slots:
         QCOMPARE(s->ledger(account.id, 100000).size(), ledger.size());
         // A second pass finds nothing more.
         QCOMPARE(s->prune(now - 30 * day, now)->execs, 0);
+    }
+
+    void aSandboxFoundDeadIsNotBilledForItsDowntime() {
+        const QString file = dir.path() + QStringLiteral("/dead.db");
+        auto s = *Store::open(file);
+        auto account = *s->createAccount(QStringLiteral("d"), 100'000'000);
+        const qint64 t0 = 1'000'000'000'000;
+        const QString dead = QStringLiteral("sbx_dddddddddddddddddddd");
+        const QString other = QStringLiteral("sbx_eeeeeeeeeeeeeeeeeeee");
+        SandboxRecord a = box(account.id, dead, t0, 3'600'000); // 1000 micros a second
+        SandboxRecord b = box(account.id, other, t0, 3'600'000);
+        a.expiresAt = b.expiresAt = t0 + 24 * 3600 * 1000ll;
+        QVERIFY(s->insertSandbox(a).has_value());
+        QVERIFY(s->insertSandbox(b).has_value());
+        QVERIFY(s->meter(t0 + 60'000).has_value()); // last seen running at one minute
+        // The app was down for 30 minutes; at start the VM is found gone.
+        const qint64 back = t0 + 31 * 60'000;
+        QVERIFY(
+            s->setStopping(dead, SandboxStatus::Error, QStringLiteral("gone"), false).has_value());
+        // Another stop finishes first, and the tick meters everything.
+        QVERIFY(
+            s->setStopping(other, SandboxStatus::Destroyed, QStringLiteral("asked")).has_value());
+        QVERIFY(s->setEnded(other, SandboxStatus::Destroyed, QStringLiteral("asked"), back)
+                    .has_value());
+        QVERIFY(s->meter(back + 1000).has_value());
+        QVERIFY(s->setEnded(dead, SandboxStatus::Error, QStringLiteral("gone"), back + 2000)
+                    .has_value());
+        QCOMPARE(s->sandbox(dead)->costMicros, 60'000);       // what was seen running
+        QCOMPARE(s->sandbox(other)->costMicros, 31 * 60'000); // billed to its end
+        QCOMPARE(s->account(account.id)->balanceMicros, 100'000'000 - 32 * 60'000);
+    }
+
+    void recordUpdatesAreWholeOrNothing() {
+        const QString file = dir.path() + QStringLiteral("/atomic.db");
+        auto s = *Store::open(file);
+        auto account = *s->createAccount(QStringLiteral("a"), 100'000'000);
+        const qint64 t0 = nowMs();
+        const QString id = QStringLiteral("sbx_ffffffffffffffffffff");
+        QVERIFY(s->insertSandbox(box(account.id, id, t0, 3'600'000)).has_value());
+        QVERIFY(s->setRunning(id, 5).has_value());
+        // Not creating any more: the second call says so instead of "done".
+        auto again = s->setRunning(id, 5);
+        QVERIFY(!again.has_value());
+        QCOMPARE(again.error().kind, EngineError::Kind::Conflict);
+        QVERIFY(s->setStopping(id, SandboxStatus::Destroyed, QStringLiteral("t")).has_value());
+
+        // The event of an end cannot be written: the end is not either.
+        QVERIFY(rawSql(file, QStringLiteral("CREATE TRIGGER no_events BEFORE INSERT ON events"
+                                            " BEGIN SELECT RAISE(ABORT, 'no events'); END")));
+        const qint64 balance = s->account(account.id)->balanceMicros;
+        auto ended = s->setEnded(id, SandboxStatus::Destroyed, QStringLiteral("t"), t0 + 60'000);
+        QVERIFY(!ended.has_value());
+        QCOMPARE(s->sandbox(id)->status, SandboxStatus::Stopping);
+        QCOMPARE(s->sandbox(id)->costMicros, 0);
+        QCOMPARE(s->account(account.id)->balanceMicros, balance);
+        QVERIFY(!s->addEvent(id, QStringLiteral("x")).has_value());
+        QVERIFY(rawSql(file, QStringLiteral("DROP TRIGGER no_events")));
+        QVERIFY(s->setEnded(id, SandboxStatus::Destroyed, QStringLiteral("t"), t0 + 60'000)
+                    .has_value());
+        QCOMPARE(s->sandbox(id)->costMicros, 60'000);
+
+        // An account whose first credit cannot be booked is not made.
+        QVERIFY(rawSql(file, QStringLiteral("CREATE TRIGGER no_ledger BEFORE INSERT ON ledger"
+                                            " BEGIN SELECT RAISE(ABORT, 'no ledger'); END")));
+        const qsizetype accounts = s->accounts().size();
+        QVERIFY(!s->createAccount(QStringLiteral("half"), 1'000'000).has_value());
+        QCOMPARE(s->accounts().size(), accounts);
+    }
+
+    void theFirstAccountComesWithItsKey() {
+        const QString file = dir.path() + QStringLiteral("/first.db");
+        auto s = *Store::open(file);
+        QVERIFY(rawSql(file, QStringLiteral("CREATE TRIGGER no_keys BEFORE INSERT ON api_keys"
+                                            " BEGIN SELECT RAISE(ABORT, 'no keys'); END")));
+        QVERIFY(!s->ensureFirstAccount(QStringLiteral("default"), 10'000'000).has_value());
+        QCOMPARE(s->accounts().size(), 0); // no account without its key
+        QVERIFY(rawSql(file, QStringLiteral("DROP TRIGGER no_keys")));
+        auto first = s->ensureFirstAccount(QStringLiteral("default"), 10'000'000);
+        QVERIFY(first.has_value() && first->has_value());
+        QVERIFY(s->authenticate((*first)->second).has_value());
+        QCOMPARE(s->account((*first)->first.accountId)->balanceMicros, 10'000'000);
+        // A second start makes nothing.
+        auto second = s->ensureFirstAccount(QStringLiteral("default"), 10'000'000);
+        QVERIFY(second.has_value() && !second->has_value());
+        QCOMPARE(s->accounts().size(), 1);
+        // A record that cannot be read is an error, not "no accounts".
+        QVERIFY(rawSql(file, QStringLiteral("ALTER TABLE accounts RENAME TO hidden")));
+        QVERIFY(!s->ensureFirstAccount(QStringLiteral("default"), 1).has_value());
+        QVERIFY(rawSql(file, QStringLiteral("ALTER TABLE hidden RENAME TO accounts")));
+    }
+
+    void aFailedReadIsNotAnEmptyRecord() {
+        const QString file = dir.path() + QStringLiteral("/unreadable.db");
+        auto s = *Store::open(file);
+        auto account = *s->createAccount(QStringLiteral("u"), 1'000'000);
+        QVERIFY(s->insertSandbox(
+                     box(account.id, QStringLiteral("sbx_gggggggggggggggggggg"), nowMs(), 0))
+                    .has_value());
+        QCOMPARE(s->liveSandboxes()->size(), 1);
+        QCOMPARE(*s->liveCount({}), 1);
+        // The reconciler destroys VMs the record does not know: a read that
+        // fails must not look like "none".
+        QVERIFY(rawSql(file, QStringLiteral("ALTER TABLE sandboxes RENAME TO hidden")));
+        QVERIFY(!s->liveSandboxes().has_value());
+        QVERIFY(!s->liveCount({}).has_value());
+        QVERIFY(rawSql(file, QStringLiteral("ALTER TABLE hidden RENAME TO sandboxes")));
+    }
+
+    void aFullDiskIsToldBySQLitesCode() {
+        const QString file = dir.path() + QStringLiteral("/full.db");
+        auto s = *Store::open(file);
+        // An error that merely says "full" is not a full disk.
+        QVERIFY(rawSql(file, QStringLiteral("CREATE TRIGGER wordy BEFORE INSERT ON accounts"
+                                            " BEGIN SELECT RAISE(ABORT, 'the table is full of"
+                                            " surprises'); END")));
+        auto wordy = s->createAccount(QStringLiteral("w"), 0);
+        QVERIFY(!wordy.has_value());
+        QCOMPARE(wordy.error().kind, EngineError::Kind::Internal);
+        QVERIFY(rawSql(file, QStringLiteral("DROP TRIGGER wordy")));
+        // A real one: a small tmpfs, in a mount namespace of this process.
+        if (geteuid() != 0)
+            QSKIP("a tmpfs of our own needs root (CI runs as root)");
+        QTemporaryDir small;
+        QVERIFY(unshare(CLONE_NEWNS) == 0);
+        QVERIFY(mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) == 0);
+        QVERIFY(mount("tmpfs", small.path().toLocal8Bit().constData(), "tmpfs", 0, "size=1m") == 0);
+        auto tight = *Store::open(small.path() + QStringLiteral("/t.db"));
+        auto acct = *tight->createAccount(QStringLiteral("t"), 0);
+        {
+            QFile filler(small.path() + QStringLiteral("/filler"));
+            QVERIFY(filler.open(QIODevice::WriteOnly));
+            const QByteArray block(4096, 'x');
+            while (filler.write(block) == block.size() && filler.flush()) {
+            }
+        }
+        Result<qint64> last = 0;
+        for (int i = 0; i < 2000 && last; ++i)
+            last = tight->addCredit(acct.id, 1, QString(1000, QLatin1Char('n')));
+        QVERIFY(!last.has_value());
+        QCOMPARE(last.error().kind, EngineError::Kind::NoSpace);
+        QVERIFY(last.error().message.contains(QLatin1String("full")));
+        tight.reset();
+        QVERIFY(umount2(small.path().toLocal8Bit().constData(), MNT_DETACH) == 0);
     }
 
     void settingsRefuseBadValues() {

@@ -211,7 +211,8 @@ void MainWindow::askBeforeClosing(int live) {
 void MainWindow::destroyAllAndQuit() {
     quitting_ = true;
     hide();
-    const QList<SandboxRecord> live = service_->store()->liveSandboxes();
+    const QList<SandboxRecord> live =
+        service_->store()->liveSandboxes().value_or(QList<SandboxRecord>());
     auto left = std::make_shared<int>(int(live.size()));
     if (*left == 0)
         QApplication::quit();

@@ -88,7 +88,7 @@ void SandboxModel::announceLiveCount() {
 
 int SandboxModel::liveCount() const {
     // Across filters: the tray and status bar count what holds a VM.
-    return int(service_->store()->liveSandboxes().size());
+    return int(service_->store()->liveSandboxes().value_or(QList<SandboxRecord>()).size());
 }
 
 int SandboxModel::rowCount(const QModelIndex &parent) const {

@@ -90,6 +90,13 @@ QFuture<Result<void>> SandboxService::start() {
     return promise->future();
 }
 
+Result<SandboxRecord> SandboxService::record(const QString &id) const {
+    if (auto r = store_->sandbox(id))
+        return *r;
+    return fail(Kind::Internal,
+                QStringLiteral("the record of sandbox %1 cannot be read").arg(id.left(64)));
+}
+
 Result<SandboxRecord> SandboxService::owned(const QString &accountId, const QString &id) const {
     auto r = Engine::isValidId(id) ? store_->sandbox(id) : std::nullopt;
     // Someone else's sandbox does not exist, as far as this account knows.
@@ -163,24 +170,29 @@ QFuture<Result<SandboxView>> SandboxService::create(const QString &accountId,
              QStringLiteral("the account's credit is used up (balance %1): add credit with "
                             "`sandcastle credit add AMOUNT`")
                  .arg(formatMoney(account->balanceMicros))});
-    const int live = store_->liveCount(accountId);
-    if (live >= settings_.maxLiveSandboxes)
+    const auto live = store_->liveCount(accountId);
+    if (!live)
+        return failedFuture<SandboxView>(live.error());
+    if (*live >= settings_.maxLiveSandboxes)
         return failedFuture<SandboxView>(
             {Kind::QuotaExceeded,
              QStringLiteral("the account already has %1 live sandboxes (the cap is %2): "
                             "destroy one (DELETE /v1/sandboxes/{id}) or wait for one to expire")
-                 .arg(live)
+                 .arg(*live)
                  .arg(settings_.maxLiveSandboxes)});
     // Then the host's, across accounts (the account's own cap answers first:
     // its 429 says what the account itself can do).
     const int hostLimit = settings_.maxHostSandboxes > 0 ? settings_.maxHostSandboxes
                                                          : defaultHostSandboxLimit(hostMemory());
-    if (const int onHost = store_->liveCount({}); onHost >= hostLimit)
+    const auto onHost = store_->liveCount({});
+    if (!onHost)
+        return failedFuture<SandboxView>(onHost.error());
+    if (*onHost >= hostLimit)
         return failedFuture<SandboxView>(
             {Kind::Unavailable,
              QStringLiteral("this host already runs %1 live sandboxes, its limit (setting "
                             "max_host_sandboxes): retry when one ends")
-                 .arg(onHost)});
+                 .arg(*onHost)});
 
     SandboxRecord rec;
     rec.id = Engine::newId();
@@ -213,16 +225,33 @@ QFuture<Result<SandboxView>> SandboxService::create(const QString &accountId,
             };
             auto rec = store_->sandbox(id);
             if (info && rec && rec->status == SandboxStatus::Creating) {
-                store_->setRunning(id, info->bootMs);
+                auto ran = store_->setRunning(id, info->bootMs);
+                auto now = ran ? record(id) : std::unexpected(ran.error());
+                if (!now) {
+                    // A VM the record cannot show is a VM nobody can reach
+                    // or bill: it goes (the reconciler retries if this fails).
+                    qWarning().noquote() << "sandbox" << id
+                                         << "booted but cannot be recorded:" << now.error().message;
+                    stop(id, SandboxStatus::Error,
+                         QStringLiteral("the record could not be written: %1")
+                             .arg(now.error().message));
+                    emit sandboxChanged(id);
+                    finish(std::unexpected(now.error()));
+                    return;
+                }
                 emit sandboxChanged(id);
-                finish(SandboxView{*store_->sandbox(id), false});
+                finish(SandboxView{*now, false});
                 return;
             }
             if (rec && rec->status == SandboxStatus::Creating) {
                 // The boot failed; the engine has already cleaned up.
-                store_->setEnded(
-                    id, SandboxStatus::Error,
-                    QStringLiteral("the VM did not start: %1").arg(info.error().message), nowMs());
+                if (auto ok = store_->setEnded(
+                        id, SandboxStatus::Error,
+                        QStringLiteral("the VM did not start: %1").arg(info.error().message),
+                        nowMs());
+                    !ok)
+                    qWarning().noquote() << "could not record the failed create of" << id << ":"
+                                         << ok.error().message;
                 emit sandboxChanged(id);
                 finish(std::unexpected(info.error()));
                 return;
@@ -339,7 +368,7 @@ Result<SandboxRecord> SandboxService::extend(const QString &accountId, const QSt
     if (auto ok = store_->setExpiresAt(id, expires, total); !ok)
         return std::unexpected(ok.error());
     emit sandboxChanged(id);
-    return *store_->sandbox(id);
+    return record(id);
 }
 
 QFuture<Result<SandboxRecord>> SandboxService::destroy(const QString &accountId,
@@ -357,7 +386,7 @@ QFuture<Result<SandboxRecord>> SandboxService::destroy(const QString &accountId,
     return stop(id, ending, reason).then(this, [this, id](Result<void> r) -> Result<SandboxRecord> {
         if (!r)
             return std::unexpected(r.error());
-        return *store_->sandbox(id);
+        return record(id);
     });
 }
 
@@ -367,17 +396,21 @@ QFuture<Result<void>> SandboxService::stop(const QString &id, SandboxStatus endi
         return stopping_.value(id)->wait();
     if (auto box = store_->sandbox(id); !box || !isLive(box->status))
         return readyFuture<Result<void>>({}); // ended meanwhile (a late attach failure)
-    if (auto ok = store_->setStopping(id, ending, reason); !ok)
+    if (auto ok = store_->setStopping(id, ending, reason, billToEnd); !ok)
         return failedFuture<void>(ok.error());
     emit sandboxChanged(id);
     auto waiters = std::make_shared<FanOut<Result<void>>>();
     stopping_.insert(id, waiters);
     QFuture<Result<void>> mine = waiters->wait();
-    engine_->destroy(id).then(this, [this, id, ending, reason, waiters, billToEnd](Result<void> r) {
+    engine_->destroy(id).then(this, [this, id, ending, reason, waiters](Result<void> r) {
         if (r) {
-            store_->interruptExecs(
-                id, QStringLiteral("the sandbox was %1 while it ran").arg(statusName(ending)));
-            if (auto ok = store_->setEnded(id, ending, reason, nowMs(), billToEnd); !ok)
+            if (auto n = store_->interruptExecs(
+                    id, QStringLiteral("the sandbox was %1 while it ran").arg(statusName(ending)));
+                !n)
+                qWarning().noquote()
+                    << "could not mark" << id << "'s commands interrupted:" << n.error().message;
+            // Left as stopping when this fails: the reconciler retries.
+            if (auto ok = store_->setEnded(id, ending, reason, nowMs()); !ok)
                 r = std::unexpected(ok.error());
         } else {
             // Left as stopping: the reconciler retries.
@@ -418,7 +451,12 @@ void SandboxService::tick() {
         if (c.balanceMicros <= 0)
             broke.insert(c.accountId);
     }
-    for (const SandboxRecord &box : store_->liveSandboxes()) {
+    const auto live = store_->liveSandboxes();
+    if (!live) {
+        qWarning().noquote() << "expiry check skipped:" << live.error().message;
+        return;
+    }
+    for (const SandboxRecord &box : *live) {
         if (box.status == SandboxStatus::Stopping || stopping_.contains(box.id))
             continue;
         if (broke.contains(box.accountId))
@@ -476,9 +514,16 @@ QFuture<Result<void>> SandboxService::reconcileWith(const QList<DomainStatus> &d
         if (!id.isEmpty())
             running.insert(id, d.state);
     }
+    // Without the record, nothing is known to be a stray: do nothing.
+    const auto live = store_->liveSandboxes();
+    if (!live) {
+        qWarning().noquote() << "reconcile skipped: the record cannot be read:"
+                             << live.error().message;
+        return failedFuture<void>(live.error());
+    }
     QList<QFuture<Result<void>>> work;
     QSet<QString> known;
-    for (const SandboxRecord &box : store_->liveSandboxes()) {
+    for (const SandboxRecord &box : *live) {
         known.insert(box.id);
         if (creating_.contains(box.id) || stopping_.contains(box.id))
             continue; // in flight in this process
@@ -508,7 +553,7 @@ QFuture<Result<void>> SandboxService::reconcileWith(const QList<DomainStatus> &d
                                      box.network == QLatin1String("internet"))
                             .then(this, [this, id](Result<SandboxInfo> r) -> Result<void> {
                                 if (r) {
-                                    store_->addEvent(id, QStringLiteral("attached"));
+                                    (void)store_->addEvent(id, QStringLiteral("attached"));
                                     qInfo().noquote() << "took over running sandbox" << id;
                                     return {};
                                 }

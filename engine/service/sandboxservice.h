@@ -82,6 +82,8 @@ signals:
 
 private:
     Result<SandboxRecord> owned(const QString &accountId, const QString &id) const;
+    /// The record of `id`; an error when it cannot be read.
+    Result<SandboxRecord> record(const QString &id) const;
     Result<SandboxRecord> runningBox(const QString &accountId, const QString &id) const;
     /// Records that the sandbox is stopping (ending as `ending`), destroys
     /// its VM, then records the end. Idempotent while one is in flight.

@@ -91,6 +91,12 @@ const QList<QStringList> &migrations() {
             QStringLiteral("UPDATE execs SET command = CAST(substr(CAST(command AS BLOB), 1, 4096)"
                            " AS TEXT) WHERE command_bytes > 4096"),
         },
+        // 4: a cap on billing (0: none), set when a sandbox is found dead:
+        // when it died is unknown, so it is billed only what metering saw.
+        {
+            QStringLiteral("ALTER TABLE sandboxes ADD COLUMN bill_until INTEGER NOT NULL"
+                           " DEFAULT 0"),
+        },
     };
     return steps;
 }

@@ -149,21 +149,27 @@ std::optional<SandboxRecord> Store::sandbox(const QString &id) const {
     return sandboxFrom(*q);
 }
 
-QList<SandboxRecord> Store::liveSandboxes() const {
-    QList<SandboxRecord> out;
+Result<QList<SandboxRecord>> Store::liveSandboxes() const {
     auto q = run(QStringLiteral("SELECT %1 FROM sandboxes WHERE status IN"
                                 " ('creating', 'running', 'stopping') ORDER BY created_at")
                      .arg(kSandboxColumns));
-    while (q && q->next())
+    if (!q)
+        return std::unexpected(q.error());
+    QList<SandboxRecord> out;
+    while (q->next())
         out.append(sandboxFrom(*q));
     return out;
 }
 
-int Store::liveCount(const QString &accountId) const {
+Result<int> Store::liveCount(const QString &accountId) const {
     auto q = run(QStringLiteral("SELECT COUNT(*) FROM sandboxes WHERE (? = '' OR account_id = ?)"
                                 " AND status IN ('creating', 'running', 'stopping')"),
                  {accountId, accountId});
-    return q && q->next() ? q->value(0).toInt() : 0;
+    if (!q)
+        return std::unexpected(q.error());
+    if (!q->next())
+        return fail(Kind::Internal, QStringLiteral("database: no count of live sandboxes"));
+    return q->value(0).toInt();
 }
 
 Result<QList<SandboxRecord>> Store::listSandboxes(const QString &accountId, int limit,
@@ -197,12 +203,22 @@ Result<QList<SandboxRecord>> Store::listSandboxes(const QString &accountId, int 
 }
 
 Result<void> Store::setRunning(const QString &id, qint64 bootMs) {
+    Transaction t(*this);
+    if (auto ok = t.begun(); !ok)
+        return ok;
     auto q = run(QStringLiteral("UPDATE sandboxes SET status = 'running', boot_ms = ?,"
                                 " status_reason = '' WHERE id = ? AND status = 'creating'"),
                  {bootMs, id});
-    if (q)
-        addEvent(id, QStringLiteral("running"), QStringLiteral("booted in %1 ms").arg(bootMs));
-    return done(q);
+    if (!q)
+        return std::unexpected(q.error());
+    if (q->numRowsAffected() == 0)
+        return fail(Kind::Conflict,
+                    QStringLiteral("sandbox %1 is no longer being created").arg(id.left(64)));
+    if (auto ok =
+            addEvent(id, QStringLiteral("running"), QStringLiteral("booted in %1 ms").arg(bootMs));
+        !ok)
+        return ok;
+    return t.commit();
 }
 
 Result<bool> Store::setCreatingReason(const QString &id, const QString &what) {
@@ -214,40 +230,59 @@ Result<bool> Store::setCreatingReason(const QString &id, const QString &what) {
     return q->numRowsAffected() > 0;
 }
 
-Result<void> Store::setStopping(const QString &id, SandboxStatus ending, const QString &reason) {
+Result<void> Store::setStopping(const QString &id, SandboxStatus ending, const QString &reason,
+                                bool billToEnd) {
+    Transaction t(*this);
+    if (auto ok = t.begun(); !ok)
+        return ok;
+    // The cap is what metering has billed so far (charged_until).
     auto q = run(QStringLiteral("UPDATE sandboxes SET status = 'stopping', ending_status = ?,"
-                                " status_reason = ? WHERE id = ? AND status IN"
-                                " ('creating', 'running', 'stopping')"),
-                 {statusName(ending), reason, id});
-    if (q)
-        addEvent(id, QStringLiteral("stopping"), reason);
-    return done(q);
+                                " status_reason = ?,"
+                                " bill_until = CASE WHEN ? THEN bill_until ELSE charged_until END"
+                                " WHERE id = ? AND status IN ('creating', 'running', 'stopping')"),
+                 {statusName(ending), reason, billToEnd, id});
+    if (!q)
+        return std::unexpected(q.error());
+    if (auto ok = addEvent(id, QStringLiteral("stopping"), reason); !ok)
+        return ok;
+    return t.commit();
 }
 
 Result<void> Store::setEnded(const QString &id, SandboxStatus status, const QString &reason,
-                             qint64 endedAt, bool bill) {
-    // Bill the last seconds first (the others are billed too as a side
-    // effect: meter() is cheap and exact).
-    if (bill) {
-        if (auto m = meter(endedAt); !m)
-            return std::unexpected(m.error());
-    }
+                             qint64 endedAt) {
+    Transaction t(*this);
+    if (auto ok = t.begun(); !ok)
+        return ok;
+    // This sandbox's last seconds, up to its cap if it has one; the others
+    // are the tick's business.
+    if (auto m = meterIn(endedAt, id); !m)
+        return std::unexpected(m.error());
     auto q = run(QStringLiteral("UPDATE sandboxes SET status = ?, status_reason = ?,"
                                 " ended_at = ? WHERE id = ?"),
                  {statusName(status), reason, endedAt, id});
-    if (q)
-        addEvent(id, statusName(status), reason);
-    return done(q);
+    if (!q)
+        return std::unexpected(q.error());
+    if (q->numRowsAffected() == 0)
+        return fail(Kind::NotFound, QStringLiteral("no sandbox %1").arg(id.left(64)));
+    if (auto ok = addEvent(id, statusName(status), reason); !ok)
+        return ok;
+    return t.commit();
 }
 
 Result<void> Store::setExpiresAt(const QString &id, qint64 expiresAt, int timeoutMinutes) {
+    Transaction t(*this);
+    if (auto ok = t.begun(); !ok)
+        return ok;
     auto q = run(QStringLiteral("UPDATE sandboxes SET expires_at = ?, timeout_minutes = ?"
                                 " WHERE id = ?"),
                  {expiresAt, timeoutMinutes, id});
-    if (q)
-        addEvent(id, QStringLiteral("extended"),
-                 QStringLiteral("lifetime %1 minutes").arg(timeoutMinutes));
-    return done(q);
+    if (!q)
+        return std::unexpected(q.error());
+    if (auto ok = addEvent(id, QStringLiteral("extended"),
+                           QStringLiteral("lifetime %1 minutes").arg(timeoutMinutes));
+        !ok)
+        return ok;
+    return t.commit();
 }
 
 std::optional<std::pair<QString, QString>> Store::idempotent(const QString &accountId,
@@ -339,9 +374,10 @@ Result<PruneCounts> Store::prune(qint64 cutoff, qint64 now) {
     return counts;
 }
 
-void Store::addEvent(const QString &sandboxId, const QString &kind, const QString &detail) {
-    run(QStringLiteral("INSERT INTO events(sandbox_id, at, kind, detail) VALUES(?, ?, ?, ?)"),
-        {sandboxId, nowMs(), kind, detail});
+Result<void> Store::addEvent(const QString &sandboxId, const QString &kind, const QString &detail) {
+    return done(
+        run(QStringLiteral("INSERT INTO events(sandbox_id, at, kind, detail) VALUES(?, ?, ?, ?)"),
+            {sandboxId, nowMs(), kind, detail}));
 }
 
 } // namespace sandcastle

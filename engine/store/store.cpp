@@ -13,6 +13,8 @@
 #include <QSqlQuery>
 #include <QUuid>
 
+#include <limits>
+
 namespace sandcastle {
 
 using Kind = EngineError::Kind;
@@ -73,8 +75,9 @@ Result<QSqlQuery> Store::run(const QString &sql, const QVariantList &binds) cons
     }
     if (!q.exec()) {
         const QString text = q.lastError().text();
-        // A full disk is the one database failure a user can act on.
-        if (text.contains(QLatin1String("full"), Qt::CaseInsensitive))
+        // A full disk is the one database failure a user can act on:
+        // SQLITE_FULL (13), as the driver reports sqlite3_errcode().
+        if (q.lastError().nativeErrorCode() == QLatin1String("13"))
             return fail(Kind::NoSpace,
                         QStringLiteral("the database could not be written: the disk is full "
                                        "(%1); free space and retry")
@@ -196,6 +199,9 @@ const QString kAccountColumns = QStringLiteral("id, name, balance_micros, create
 } // namespace
 
 Result<AccountRecord> Store::createAccount(const QString &name, qint64 creditMicros) {
+    Transaction t(*this);
+    if (auto ok = t.begun(); !ok)
+        return std::unexpected(ok.error());
     AccountRecord a{QStringLiteral("acct_") + randomBase32(12), name, 0, nowMs()};
     if (auto q = run(QStringLiteral("INSERT INTO accounts(id, name, balance_micros, created_at)"
                                     " VALUES(?, ?, 0, ?)"),
@@ -203,12 +209,46 @@ Result<AccountRecord> Store::createAccount(const QString &name, qint64 creditMic
         !q)
         return std::unexpected(q.error());
     if (creditMicros != 0) {
-        auto balance = addCredit(a.id, creditMicros, QStringLiteral("initial credit"));
+        auto balance = addCreditIn(a.id, creditMicros, QStringLiteral("initial credit"));
         if (!balance)
             return std::unexpected(balance.error());
         a.balanceMicros = *balance;
     }
+    if (auto ok = t.commit(); !ok)
+        return std::unexpected(ok.error());
     return a;
+}
+
+Result<std::optional<std::pair<KeyRecord, QString>>>
+Store::ensureFirstAccount(const QString &name, qint64 creditMicros) {
+    // createAccount and createKey open transactions of their own; SQLite
+    // has no nested ones, so this checks and makes all three in one.
+    Transaction t(*this);
+    if (auto ok = t.begun(); !ok)
+        return std::unexpected(ok.error());
+    auto count = run(QStringLiteral("SELECT COUNT(*) FROM accounts"));
+    if (!count || !count->next())
+        return std::unexpected(
+            count ? EngineError{Kind::Internal, QStringLiteral("cannot count accounts")}
+                  : count.error());
+    if (count->value(0).toLongLong() > 0)
+        return std::nullopt;
+    const QString id = QStringLiteral("acct_") + randomBase32(12);
+    if (auto q = run(QStringLiteral("INSERT INTO accounts(id, name, balance_micros, created_at)"
+                                    " VALUES(?, ?, 0, ?)"),
+                     {id, name, nowMs()});
+        !q)
+        return std::unexpected(q.error());
+    if (creditMicros != 0) {
+        if (auto b = addCreditIn(id, creditMicros, QStringLiteral("initial credit")); !b)
+            return std::unexpected(b.error());
+    }
+    auto key = insertKey(id, QStringLiteral("first key"));
+    if (!key)
+        return std::unexpected(key.error());
+    if (auto ok = t.commit(); !ok)
+        return std::unexpected(ok.error());
+    return std::optional(*key);
 }
 
 std::optional<AccountRecord> Store::account(const QString &id) const {
@@ -229,11 +269,20 @@ QList<AccountRecord> Store::accounts() const {
 }
 
 Result<qint64> Store::addCredit(const QString &accountId, qint64 micros, const QString &note) {
-    if (!account(accountId))
-        return fail(Kind::NotFound, QStringLiteral("no account %1").arg(accountId));
     Transaction t(*this);
     if (auto ok = t.begun(); !ok)
         return std::unexpected(ok.error());
+    auto balance = addCreditIn(accountId, micros, note);
+    if (!balance)
+        return balance;
+    if (auto ok = t.commit(); !ok)
+        return std::unexpected(ok.error());
+    return balance;
+}
+
+Result<qint64> Store::addCreditIn(const QString &accountId, qint64 micros, const QString &note) {
+    if (!account(accountId))
+        return fail(Kind::NotFound, QStringLiteral("no account %1").arg(accountId));
     auto up = run(QStringLiteral("UPDATE accounts SET balance_micros = balance_micros + ?"
                                  " WHERE id = ?"),
                   {micros, accountId});
@@ -244,9 +293,10 @@ Result<qint64> Store::addCredit(const QString &accountId, qint64 micros, const Q
                    {accountId, micros, note, nowMs()});
     if (!row)
         return std::unexpected(row.error());
-    if (auto ok = t.commit(); !ok)
-        return std::unexpected(ok.error());
-    return account(accountId)->balanceMicros;
+    auto after = account(accountId);
+    if (!after)
+        return fail(Kind::Internal, QStringLiteral("account %1 vanished").arg(accountId));
+    return after->balanceMicros;
 }
 
 QList<LedgerEntry> Store::ledger(const QString &accountId, int limit) const {
@@ -266,25 +316,44 @@ Result<QList<ChargeOutcome>> Store::meter(qint64 now) {
     Transaction t(*this);
     if (auto ok = t.begun(); !ok)
         return std::unexpected(ok.error());
+    auto out = meterIn(now, {});
+    if (!out)
+        return out;
+    if (auto ok = t.commit(); !ok)
+        return std::unexpected(ok.error());
+    return out;
+}
+
+Result<QList<ChargeOutcome>> Store::meterIn(qint64 now, const QString &onlyId) {
     QHash<QString, qint64> balances;
     auto live = run(QStringLiteral("SELECT id, account_id, created_at, rate_micros_per_hour,"
-                                   " cost_micros, charged_until, expires_at FROM sandboxes"
-                                   " WHERE status IN ('creating', 'running', 'stopping')"));
-    if (!live) {
+                                   " cost_micros, charged_until, expires_at, bill_until"
+                                   " FROM sandboxes"
+                                   " WHERE status IN ('creating', 'running', 'stopping')"
+                                   " AND (? = '' OR id = ?)"),
+                    {onlyId, onlyId});
+    if (!live)
         return std::unexpected(live.error());
-    }
     while (live->next()) {
         const QString id = live->value(0).toString();
         const QString accountId = live->value(1).toString();
         const qint64 createdAt = live->value(2).toLongLong();
         const qint64 rate = live->value(3).toLongLong();
         const qint64 cost = live->value(4).toLongLong();
-        // Time past the expiry is never billed (e.g. when the app was down).
-        const qint64 upTo = std::min(now, live->value(6).toLongLong());
+        // Time past the expiry is never billed (e.g. when the app was down),
+        // nor past the cap of a sandbox found dead.
+        const qint64 cap = live->value(7).toLongLong();
+        const qint64 upTo = std::min(
+            {now, live->value(6).toLongLong(), cap > 0 ? cap : std::numeric_limits<qint64>::max()});
         if (upTo <= live->value(5).toLongLong())
             continue;
-        if (!balances.contains(accountId))
-            balances.insert(accountId, account(accountId)->balanceMicros);
+        if (!balances.contains(accountId)) {
+            auto account = this->account(accountId);
+            if (!account)
+                return fail(Kind::Internal,
+                            QStringLiteral("sandbox %1 has no account %2").arg(id, accountId));
+            balances.insert(accountId, account->balanceMicros);
+        }
         // The cost is computed from the start each time, so rounding never
         // accumulates; what the balance cannot cover is not billed.
         const qint64 due = std::max<qint64>(0, rate * (upTo - createdAt) / kMsPerHour - cost);
@@ -312,8 +381,6 @@ Result<QList<ChargeOutcome>> Store::meter(qint64 now) {
         if (!ok)
             return std::unexpected(ok.error());
     }
-    if (auto ok = t.commit(); !ok)
-        return std::unexpected(ok.error());
     QList<ChargeOutcome> out;
     for (auto it = balances.begin(); it != balances.end(); ++it)
         out.append({it.key(), it.value()});
@@ -334,6 +401,11 @@ Result<std::pair<KeyRecord, QString>> Store::createKey(const QString &accountId,
                                                        const QString &name) {
     if (!account(accountId))
         return fail(Kind::NotFound, QStringLiteral("no account %1").arg(accountId));
+    return insertKey(accountId, name);
+}
+
+Result<std::pair<KeyRecord, QString>> Store::insertKey(const QString &accountId,
+                                                       const QString &name) {
     const QString secret = QStringLiteral("sc_") + randomBase32(40);
     KeyRecord k{
         QStringLiteral("key_") + randomBase32(12), accountId, name, secret.left(10), nowMs(), 0, 0};

@@ -46,7 +46,13 @@ public:
     Result<void> removeSetting(const QString &key);
 
     // Accounts and credit.
+    /// The account and its first credit, in one transaction.
     Result<AccountRecord> createAccount(const QString &name, qint64 creditMicros);
+    /// On a record without accounts, makes one with `creditMicros` and a
+    /// key, all or nothing; returns the key and its secret. Nothing when an
+    /// account exists (another process may have made it meanwhile).
+    Result<std::optional<std::pair<KeyRecord, QString>>> ensureFirstAccount(const QString &name,
+                                                                            qint64 creditMicros);
     std::optional<AccountRecord> account(const QString &id) const;
     QList<AccountRecord> accounts() const;
     /// Adds (or with a negative amount, removes) credit; a ledger entry each.
@@ -71,23 +77,30 @@ public:
     Result<void> insertSandbox(const SandboxRecord &record, const QString &idempotencyKey = {},
                                const QString &requestHash = {});
     std::optional<SandboxRecord> sandbox(const QString &id) const;
-    QList<SandboxRecord> liveSandboxes() const;
+    /// An error is an error, never an empty list: the reconciler destroys
+    /// VMs the record does not know.
+    Result<QList<SandboxRecord>> liveSandboxes() const;
     /// Sandboxes holding a VM, of one account (empty: of all).
-    int liveCount(const QString &accountId) const;
+    Result<int> liveCount(const QString &accountId) const;
     /// Newest first; `startingAfter` is the id of the last row of the
     /// previous page. Returns up to `limit` rows.
     Result<QList<SandboxRecord>> listSandboxes(const QString &accountId, int limit,
                                                const QString &startingAfter,
                                                std::optional<SandboxStatus> status) const;
+    /// From creating to running; Conflict when it is no longer creating.
     Result<void> setRunning(const QString &id, qint64 bootMs);
     /// While it is creating: what the create waits on (status_reason).
     /// True when that changed the record.
     Result<bool> setCreatingReason(const QString &id, const QString &what);
     /// Marks the sandbox stopping (it will end as `ending`) with a reason.
-    Result<void> setStopping(const QString &id, SandboxStatus ending, const QString &reason);
-    /// Final status; bills up to `endedAt` first when `bill` is set.
+    /// Without `billToEnd` (found dead: when it died is unknown) it is never
+    /// billed past what metering had seen, whoever meters next.
+    Result<void> setStopping(const QString &id, SandboxStatus ending, const QString &reason,
+                             bool billToEnd = true);
+    /// Final status, billing this sandbox up to `endedAt` (or its cap)
+    /// first, in one transaction.
     Result<void> setEnded(const QString &id, SandboxStatus status, const QString &reason,
-                          qint64 endedAt, bool bill = true);
+                          qint64 endedAt);
     Result<void> setExpiresAt(const QString &id, qint64 expiresAt, int timeoutMinutes);
     /// The sandbox created with this idempotency key (and the hash of the
     /// request that created it) within the last 24 hours.
@@ -108,7 +121,8 @@ public:
     Result<PruneCounts> prune(qint64 cutoff, qint64 now);
 
     // Lifecycle events (created, running, extended, expired, ...).
-    void addEvent(const QString &sandboxId, const QString &kind, const QString &detail = {});
+    Result<void> addEvent(const QString &sandboxId, const QString &kind,
+                          const QString &detail = {});
 
     // Reports for the GUI (reports.cpp).
     /// Every account's sandboxes, newest first, up to `limit`.
@@ -122,6 +136,10 @@ private:
     explicit Store(QString path, QString connection);
     Result<void> migrate();
     Result<QSqlQuery> run(const QString &sql, const QVariantList &binds = {}) const;
+    /// meter()'s work inside the caller's transaction; `onlyId`: one sandbox.
+    Result<QList<ChargeOutcome>> meterIn(qint64 now, const QString &onlyId);
+    Result<qint64> addCreditIn(const QString &accountId, qint64 micros, const QString &note);
+    Result<std::pair<KeyRecord, QString>> insertKey(const QString &accountId, const QString &name);
     QSqlDatabase db() const;
 
     QString path_;
