@@ -15,6 +15,13 @@
 // A reader that meets bytes that are not a frame skips to the next magic and
 // counts what it skipped, so one corrupt frame costs one request, not the
 // connection.
+//
+// Request ids are only unique within one host session: a host that
+// reconnects numbers from 1 again. So every Hello names its session (a
+// random nonce), the agent ends the previous session's work when a new one
+// says Hello, and the host ignores everything before the Ready that names
+// its own session. Version 2 added the session; docs/protocol.md says what
+// becomes of an ended session's work.
 #pragma once
 
 #include <cstddef>
@@ -26,17 +33,19 @@
 namespace sandcastle::proto {
 
 constexpr uint32_t kMagic = 0x47414353; // "SCAG" read as little-endian bytes
-constexpr uint8_t kVersion = 1;
+constexpr uint8_t kVersion = 2;
 constexpr size_t kHeaderSize = 16;
 constexpr uint32_t kMaxPayload = 1u << 20;
 constexpr size_t kChunkSize = 64 * 1024; // data frames carry at most this much
 constexpr const char *kPortName = "org.sandcastle.agent.0";
 
 enum class Type : uint8_t {
-    Hello = 1, // host -> guest, empty; answered by Ready
-    Ready = 2, // guest -> host: u32 protocol version, bytes agent version
-    Ping = 3,  // host -> guest, empty
-    Pong = 4,  // guest -> host, empty
+    Hello = 1, // host -> guest: u64 session (random, not 0); answered by Ready
+    // guest -> host: u32 protocol version, bytes agent version, u64 session
+    // (the Hello's; 0 in the announcement the agent sends when it starts)
+    Ready = 2,
+    Ping = 3, // host -> guest, empty
+    Pong = 4, // guest -> host, empty
 
     // host -> guest: u32 timeout_ms, u32 output cap per stream, bytes command,
     // bytes cwd, u32 n, n x (bytes name, bytes value)
@@ -46,7 +55,9 @@ enum class Type : uint8_t {
     // guest -> host: i32 exit code, u8 timed out, u32 duration ms,
     // u64 stdout bytes produced, u64 stderr bytes produced
     Exited = 13,
-    Cancel = 14, // host -> guest, empty: kill the exec's process group
+    // host -> guest, empty: kill the exec's process group, or abandon the
+    // upload or download; never answered
+    Cancel = 14,
 
     WriteOpen = 20,  // host -> guest: bytes path, u32 mode
     WriteData = 21,  // host -> guest: raw bytes

@@ -23,7 +23,10 @@ namespace sandcastle::agent {
 
 namespace {
 
-constexpr int kHelperTimeoutMs = 10000; // an open that takes longer is abandoned
+// The helper runs as `sandbox`, so the sandbox user may stop it, and the
+// agent's one loop waits for it: an open takes milliseconds, so this is
+// ample, and it bounds the stall.
+constexpr int kHelperTimeoutMs = 2000;
 
 /// Our own code for "a kernel interface, not a file" (no errno has this
 /// value), told apart from the kernel's EACCES so the message can say which.
@@ -108,11 +111,11 @@ void sendResult(int sock, int result) {
 }
 
 /// In the parent: the child's answer: -errno/kPseudo, or a descriptor.
-int receiveResult(int sock) {
+int receiveResult(int sock, int timeoutMs) {
     pollfd p{sock, POLLIN, 0};
     int ready;
     do {
-        ready = poll(&p, 1, kHelperTimeoutMs);
+        ready = poll(&p, 1, timeoutMs);
     } while (ready < 0 && errno == EINTR);
     if (ready <= 0)
         return -ETIMEDOUT;
@@ -186,6 +189,16 @@ bool isPseudoFilesystem(long type) {
     }
 }
 
+int collectHelper(pid_t pid, int sock, int timeoutMs) {
+    const int result = receiveResult(sock, timeoutMs);
+    // Done with it either way. SIGKILL ends it even when stopped; it is
+    // unreaped, so the pid is still ours. If it is not gone at once, the
+    // agent's loop reaps it with the other children: never wait here.
+    kill(pid, SIGKILL);
+    waitpid(pid, nullptr, WNOHANG);
+    return result;
+}
+
 SandboxOpen openAsSandbox(const std::string &path, OpenFor purpose, mode_t mode) {
     int pair[2];
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0)
@@ -205,12 +218,8 @@ SandboxOpen openAsSandbox(const std::string &path, OpenFor purpose, mode_t mode)
         close(pair[0]);
         return {-1, err, path + ": fork: " + strerror(err)};
     }
-    const int result = receiveResult(pair[0]);
+    const int result = collectHelper(pid, pair[0], kHelperTimeoutMs);
     close(pair[0]);
-    if (result == -ETIMEDOUT)
-        kill(pid, SIGKILL);
-    while (waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
-    }
     if (result >= 0)
         return {result, 0, {}};
     return {-1, result == kPseudo ? EACCES : -result, describe(path, purpose, result)};

@@ -31,4 +31,9 @@ SandboxOpen openAsSandbox(const std::string &path, OpenFor purpose, mode_t mode 
 /// procfs, sysfs, cgroups, debugfs and the like.
 bool isPseudoFilesystem(long type);
 
+/// The agent's side of a files helper `pid` that answers on `sock`: its
+/// answer (a descriptor, or -errno) within `timeoutMs`, else -ETIMEDOUT.
+/// The helper is killed either way and never waited for.
+int collectHelper(pid_t pid, int sock, int timeoutMs);
+
 } // namespace sandcastle::agent

@@ -3,7 +3,11 @@
 #include "../async.h"
 
 #include <QCoreApplication>
+#include <QElapsedTimer>
 #include <QPromise>
+#include <QRandomGenerator>
+
+#include <climits>
 
 namespace sandcastle {
 
@@ -39,7 +43,47 @@ EngineError agentError(const Frame &f) {
     return {kindForAgentError(code), message};
 }
 
+EngineError rebuildImage(quint32 agentVersion) {
+    return {Kind::Unavailable, QStringLiteral("the guest agent speaks protocol version %1, "
+                                              "Sandcastle %2: rebuild the guest image")
+                                   .arg(agentVersion)
+                                   .arg(proto::kVersion)};
+}
+
+struct ReadyInfo {
+    quint32 version = 0;
+    QString agentVersion;
+    quint64 session = 0;
+    bool ok = false;
+};
+
+ReadyInfo readReady(const Frame &f) {
+    proto::PayloadReader r(f.payload);
+    ReadyInfo ready;
+    ready.version = r.u32();
+    ready.agentVersion = QString::fromUtf8(r.bytes());
+    ready.session = r.u64();
+    ready.ok = r.ok();
+    return ready;
+}
+
+quint64 newSession() {
+    quint64 session = 0;
+    while (session == 0)
+        session = QRandomGenerator::system()->generate64();
+    return session;
+}
+
 } // namespace
+
+/// When an operation gives up on the agent.
+struct GuestChannel::Deadline {
+    qint64 baseMs = 0;
+    qint64 msPerMiB = 0; // more time for each MiB that has arrived
+    QString what;        // "reading /path", for the message
+    QString note;        // appended to it
+    bool cancel = false; // tell the agent to drop the operation
+};
 
 /// One operation waiting for the agent. Completes exactly once: by a frame,
 /// by its deadline, or by the connection going away.
@@ -50,6 +94,14 @@ public:
     /// Error frames never come here: they end any operation the same way.
     virtual bool onFrame(const Frame &f) = 0;
     virtual void fail(const EngineError &e) = 0;
+    /// Bytes that have arrived: a read that keeps arriving earns more time.
+    virtual qint64 received() const { return 0; }
+    qint64 allowedMs() const {
+        return deadline.baseMs + received() * deadline.msPerMiB / (1 << 20);
+    }
+
+    Deadline deadline;
+    QElapsedTimer started;
 };
 
 namespace {
@@ -87,21 +139,26 @@ private:
 
 class HelloPending : public PendingOf<QString> {
 public:
+    explicit HelloPending(quint64 session)
+        : session_(session) {}
     bool onFrame(const Frame &f) override {
         if (f.type != Type::Ready)
             return false;
-        proto::PayloadReader r(f.payload);
-        quint32 version = r.u32();
-        QString agentVersion = QString::fromUtf8(r.bytes());
-        if (!r.ok() || version != proto::kVersion)
-            fail({Kind::Unavailable, QStringLiteral("the guest agent speaks protocol version %1, "
-                                                    "Sandcastle %2: rebuild the guest image")
-                                         .arg(version)
-                                         .arg(proto::kVersion)});
-        else
-            resolve(agentVersion);
+        const ReadyInfo ready = readReady(f);
+        if (!ready.ok || ready.version != proto::kVersion) {
+            fail(rebuildImage(ready.version));
+            return true;
+        }
+        if (ready.session != session_)
+            return false; // an answer to an earlier session's Hello
+        resolve(ready.agentVersion);
+        succeeded = true;
         return true;
     }
+    bool succeeded = false;
+
+private:
+    quint64 session_;
 };
 
 class PingPending : public PendingOf<void> {
@@ -195,6 +252,7 @@ public:
             return false;
         }
     }
+    qint64 received() const override { return data_.size(); }
 
 private:
     qint64 limit_;
@@ -211,7 +269,7 @@ GuestChannel::GuestChannel(QString socketPath, QObject *parent)
     connect(&retry_, &QTimer::timeout, this, &GuestChannel::tryConnect);
     connect(&socket_, &QLocalSocket::readyRead, this, &GuestChannel::onReadyRead);
     connect(&socket_, &QLocalSocket::disconnected, this, &GuestChannel::onDisconnected);
-    connect(&socket_, &QLocalSocket::connected, this, [this] { send(Type::Hello, helloId_); });
+    connect(&socket_, &QLocalSocket::connected, this, &GuestChannel::sendHello);
     connect(&socket_, &QLocalSocket::errorOccurred, this, [this](QLocalSocket::LocalSocketError) {
         // Before the agent is up, the socket may not exist yet: try again.
         if (!up_ && helloId_ && pending_.count(helloId_))
@@ -222,6 +280,10 @@ GuestChannel::GuestChannel(QString socketPath, QObject *parent)
 GuestChannel::~GuestChannel() {
     socket_.disconnect(this);
     pending_.clear(); // fails what is still waiting
+}
+
+void GuestChannel::setDeadlines(const Deadlines &deadlines) {
+    deadlines_ = deadlines;
 }
 
 bool GuestChannel::isConnected() const {
@@ -241,6 +303,10 @@ void GuestChannel::send(proto::Type type, quint32 id, std::string_view payload) 
     socket_.write(frame.data(), qint64(frame.size()));
 }
 
+void GuestChannel::sendHello() {
+    send(Type::Hello, helloId_, proto::PayloadWriter().u64(session_).data());
+}
+
 void GuestChannel::sendRaw(const QByteArray &bytes) {
     socket_.write(bytes);
 }
@@ -251,7 +317,8 @@ void GuestChannel::tryConnect() {
 }
 
 QFuture<Result<QString>> GuestChannel::connectToAgent(int timeoutMs) {
-    auto hello = std::make_unique<HelloPending>();
+    session_ = newSession();
+    auto hello = std::make_unique<HelloPending>(session_);
     auto future = hello->future();
     reader_ = proto::FrameReader();
     helloId_ = add(std::move(hello));
@@ -281,25 +348,62 @@ void GuestChannel::onReadyRead() {
     reader_.feed(data.constData(), size_t(data.size()));
     Frame f;
     while (reader_.next(f)) {
-        quint32 id = f.id;
-        if (f.type == Type::Ready && id == 0)
-            id = helloId_; // the agent announces itself when it starts
-        auto it = pending_.find(id);
-        if (it == pending_.end())
-            continue; // a late answer to something that already timed out
-        bool done = true;
-        if (f.type == Type::Error)
-            it->second->fail(agentError(f));
+        if (up_)
+            dispatch(f);
         else
-            done = it->second->onFrame(f);
-        if (done) {
-            pending_.erase(it);
-            if (id == helloId_) {
-                up_ = true;
-                helloId_ = 0;
-            }
-        }
+            handshake(f);
     }
+}
+
+void GuestChannel::handshake(const Frame &f) {
+    // Until the Ready that names our session, whatever arrives was meant
+    // for an earlier session (whose request ids ours reuse): ignored.
+    auto it = pending_.find(helloId_);
+    if (!helloId_ || it == pending_.end())
+        return;
+    auto &hello = static_cast<HelloPending &>(*it->second);
+    bool done = false;
+    if (f.type == Type::Ready && f.id == 0) {
+        // The agent announces itself when it starts; our Hello may have
+        // come before it listened. Say it again: a repeat is harmless.
+        if (const ReadyInfo ready = readReady(f); ready.version != proto::kVersion) {
+            hello.fail(rebuildImage(ready.version));
+            done = true;
+        } else {
+            sendHello();
+        }
+    } else if (f.type == Type::Ready && f.id == helloId_) {
+        done = hello.onFrame(f);
+    } else if (f.type == Type::Error && f.id == helloId_ &&
+               proto::PayloadReader(f.payload).u32() ==
+                   uint32_t(proto::ErrorCode::UnsupportedVersion)) {
+        // An agent that does not speak our version refuses our Hello. Other
+        // errors with this id are an earlier session's.
+        hello.fail({Kind::Unavailable,
+                    QStringLiteral("the guest agent does not speak protocol version %1 (%2): "
+                                   "rebuild the guest image")
+                        .arg(proto::kVersion)
+                        .arg(agentError(f).message)});
+        done = true;
+    }
+    if (!done)
+        return;
+    up_ = hello.succeeded;
+    pending_.erase(it);
+    helloId_ = 0;
+}
+
+void GuestChannel::dispatch(const Frame &f) {
+    auto it = pending_.find(f.id);
+    if (it == pending_.end())
+        return; // a late answer to something that already timed out
+    bool done = true;
+    if (f.type == Type::Error)
+        it->second->fail(agentError(f));
+    else
+        done = it->second->onFrame(f);
+    if (done)
+        pending_.erase(it);
 }
 
 void GuestChannel::onDisconnected() {
@@ -319,14 +423,43 @@ void GuestChannel::failAll(const EngineError &error) {
         p->fail(error);
 }
 
-template <typename P> auto GuestChannel::start(std::unique_ptr<P> pending) {
+template <typename P> auto GuestChannel::start(std::unique_ptr<P> pending, Deadline deadline) {
     auto future = pending->future();
-    quint32 id = 0;
-    if (isConnected())
-        id = add(std::move(pending));
-    else
+    if (!isConnected()) {
         pending->fail({Kind::Unavailable, QStringLiteral("the guest agent is not connected")});
+        return std::make_pair(quint32(0), future);
+    }
+    pending->deadline = std::move(deadline);
+    pending->started.start();
+    const qint64 ms = pending->allowedMs();
+    const quint32 id = add(std::move(pending));
+    armDeadline(id, ms);
     return std::make_pair(id, future);
+}
+
+void GuestChannel::armDeadline(quint32 id, qint64 ms) {
+    QTimer::singleShot(int(std::clamp<qint64>(ms, 0, INT_MAX)), this,
+                       [this, id] { onDeadline(id); });
+}
+
+void GuestChannel::onDeadline(quint32 id) {
+    auto it = pending_.find(id);
+    if (it == pending_.end())
+        return; // answered meanwhile
+    Pending &p = *it->second;
+    const qint64 allowed = p.allowedMs();
+    if (const qint64 left = allowed - p.started.elapsed(); left > 0) {
+        armDeadline(id, left); // a read that kept arriving has earned more time
+        return;
+    }
+    // Also frees the agent's side: an upload's descriptor, a download, or
+    // the command's processes.
+    if (p.deadline.cancel)
+        send(Type::Cancel, id);
+    p.fail({Kind::Timeout,
+            QStringLiteral("the guest agent did not finish %1 within %2 s%3")
+                .arg(p.deadline.what, QString::number(allowed / 1000.0, 'g', 4), p.deadline.note)});
+    pending_.erase(it);
 }
 
 QFuture<Result<ExecResult>> GuestChannel::exec(const ExecRequest &request) {
@@ -342,27 +475,27 @@ QFuture<Result<ExecResult>> GuestChannel::exec(const ExecRequest &request) {
         return readyFuture<Result<ExecResult>>(std::unexpected(EngineError{
             Kind::TooLarge,
             QStringLiteral("command and env together exceed %1 bytes").arg(proto::kMaxPayload)}));
-    auto [id, future] = start(std::make_unique<ExecPending>(request.outputCap));
-    if (!id)
-        return future;
-    send(Type::Exec, id, w.data());
     // The agent enforces the timeout; this is the backstop for an agent that
     // never reports back (a hostile or wedged guest).
-    QTimer::singleShot(request.timeoutMs + 30000, this, [this, id] {
-        auto it = pending_.find(id);
-        if (it == pending_.end())
-            return;
-        send(Type::Cancel, id);
-        it->second->fail({Kind::Timeout, QStringLiteral("the guest agent did not report the "
-                                                        "command's end 30 s after its timeout")});
-        pending_.erase(it);
-    });
+    Deadline deadline{qint64(request.timeoutMs) + deadlines_.execGraceMs, 0,
+                      QStringLiteral("the command"),
+                      QStringLiteral(" (its timeout and %1 s more)")
+                          .arg(deadlines_.execGraceMs / 1000.0, 0, 'g', 4),
+                      true};
+    auto [id, future] = start(std::make_unique<ExecPending>(request.outputCap), deadline);
+    if (id)
+        send(Type::Exec, id, w.data());
     return future;
 }
 
 QFuture<Result<qint64>> GuestChannel::writeFile(const QString &path, const QByteArray &data,
                                                 int mode) {
-    auto [id, future] = start(std::make_unique<WritePending>());
+    Deadline deadline{deadlines_.fileFloorMs + data.size() * deadlines_.fileMsPerMiB / (1 << 20),
+                      0,
+                      QStringLiteral("writing %1").arg(path),
+                      {},
+                      true};
+    auto [id, future] = start(std::make_unique<WritePending>(), deadline);
     if (!id)
         return future;
     send(Type::WriteOpen, id,
@@ -376,7 +509,13 @@ QFuture<Result<qint64>> GuestChannel::writeFile(const QString &path, const QByte
 }
 
 QFuture<Result<QByteArray>> GuestChannel::readFile(const QString &path, qint64 limit) {
-    auto [id, future] = start(std::make_unique<ReadPending>(limit));
+    // The size is known only as it arrives, so the deadline grows with it.
+    Deadline deadline{deadlines_.fileFloorMs,
+                      deadlines_.fileMsPerMiB,
+                      QStringLiteral("reading %1").arg(path),
+                      {},
+                      true};
+    auto [id, future] = start(std::make_unique<ReadPending>(limit), deadline);
     if (id)
         send(Type::ReadOpen, id,
              proto::PayloadWriter().bytes(path.toStdString()).u64(quint64(limit)).data());
@@ -384,7 +523,9 @@ QFuture<Result<QByteArray>> GuestChannel::readFile(const QString &path, qint64 l
 }
 
 QFuture<Result<void>> GuestChannel::ping() {
-    auto [id, future] = start(std::make_unique<PingPending>());
+    auto [id, future] =
+        start(std::make_unique<PingPending>(),
+              Deadline{deadlines_.pingMs, 0, QStringLiteral("answering a ping"), {}, false});
     if (id)
         send(Type::Ping, id);
     return future;

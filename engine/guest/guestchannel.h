@@ -1,6 +1,7 @@
 // The host end of the agent protocol over one sandbox's virtio-serial
 // socket. Asynchronous: every operation returns a future that completes on
-// the channel's thread when the agent answers; nothing here ever waits.
+// the channel's thread when the agent answers, or fails when its deadline
+// passes; nothing here ever waits, and nothing waits on the guest forever.
 #pragma once
 
 #include "../agent/protocol.h"
@@ -23,8 +24,20 @@ public:
     explicit GuestChannel(QString socketPath, QObject *parent = nullptr);
     ~GuestChannel() override;
 
+    /// How long an operation may take before it fails with Timeout (and the
+    /// agent is told to drop it). docs/protocol.md gives the reasons.
+    struct Deadlines {
+        int pingMs = 10000;
+        int fileFloorMs = 60000; // every file operation gets this much
+        int fileMsPerMiB = 1000; // and this per MiB written, or read so far
+        int execGraceMs = 30000; // past the command's own timeout
+    };
+    /// For operations started from now on.
+    void setDeadlines(const Deadlines &deadlines);
+
     /// Connects (retrying while the socket is not there yet) and waits for
-    /// the agent's Ready. Result: the agent's version string.
+    /// the agent's Ready. Each call is a new session: the agent stops
+    /// reporting what an earlier one started. Result: the agent's version.
     QFuture<Result<QString>> connectToAgent(int timeoutMs);
 
     QFuture<Result<ExecResult>> exec(const ExecRequest &request);
@@ -47,12 +60,18 @@ signals:
     void lost(const QString &reason);
 
 private:
+    struct Deadline;
     quint32 add(std::unique_ptr<Pending> pending);
     /// Registers `pending` and returns its id with its future; id 0 (and
     /// the future already failed) when the agent is not connected.
-    template <typename P> auto start(std::unique_ptr<P> pending);
+    template <typename P> auto start(std::unique_ptr<P> pending, Deadline deadline);
+    void armDeadline(quint32 id, qint64 ms);
+    void onDeadline(quint32 id);
     void send(proto::Type type, quint32 id, std::string_view payload = {});
+    void sendHello();
     void onReadyRead();
+    void handshake(const proto::Frame &f);
+    void dispatch(const proto::Frame &f);
     void onDisconnected();
     void tryConnect();
     void failAll(const EngineError &error);
@@ -63,8 +82,10 @@ private:
     quint32 nextId_ = 1;
     std::unordered_map<quint32, std::unique_ptr<Pending>> pending_;
     quint32 helloId_ = 0;
+    quint64 session_ = 0; // this connection's nonce, named in Hello and Ready
     QTimer retry_;
     bool up_ = false;
+    Deadlines deadlines_;
 };
 
 /// The engine error kind for an error code the agent sent.
