@@ -192,6 +192,8 @@ Result<QList<DomainStatus>> LibvirtHypervisor::listDomains() {
         int state = 0, reason = 0;
         DomainStatus st;
         st.name = QString::fromUtf8(virDomainGetName(dom.get()));
+        // On failure the state stays Unknown, which ends nothing: the
+        // reconciler asks again (docs/engine.md).
         if (virDomainGetState(dom.get(), &state, &reason, 0) == 0)
             st.state = domainStateFromLibvirt(state);
         out.append(st);

@@ -487,23 +487,30 @@ void SandboxService::prune(qint64 now) {
                                  .arg(days);
 }
 
-void SandboxService::reconcile() {
+QFuture<Result<void>> SandboxService::reconcile() {
     if (reconciling_)
-        return;
+        return readyFuture<Result<void>>({});
     reconciling_ = true;
-    // The host filter first: a firewall reload may have removed it.
-    engine_->checkNetwork().then(this, [](Result<void> network) {
-        if (!network)
-            qWarning().noquote() << "sandbox networking:" << network.error().message;
-    });
-    engine_->listDomains().then(this, [this](Result<QList<DomainStatus>> domains) {
-        if (!domains) {
+    // The host filter first: a firewall reload may have removed it, or it
+    // could not be loaded yet. The engine logs a failure once, not every
+    // few seconds while it lasts.
+    engine_->checkNetwork();
+    return engine_->listDomains()
+        .then(this,
+              [this](Result<QList<DomainStatus>> domains) -> QFuture<Result<void>> {
+                  if (!domains) {
+                      // An error says nothing about any VM: nothing ends.
+                      qWarning().noquote()
+                          << "reconcile: cannot list domains:" << domains.error().message;
+                      return failedFuture<void>(domains.error());
+                  }
+                  return reconcileWith(*domains, false);
+              })
+        .unwrap()
+        .then(this, [this](Result<void> r) {
             reconciling_ = false;
-            qWarning().noquote() << "reconcile: cannot list domains:" << domains.error().message;
-            return;
-        }
-        reconcileWith(*domains, false).then(this, [this](Result<void>) { reconciling_ = false; });
-    });
+            return r;
+        });
 }
 
 QFuture<Result<void>> SandboxService::reconcileWith(const QList<DomainStatus> &domains,
@@ -527,7 +534,23 @@ QFuture<Result<void>> SandboxService::reconcileWith(const QList<DomainStatus> &d
         known.insert(box.id);
         if (creating_.contains(box.id) || stopping_.contains(box.id))
             continue; // in flight in this process
-        const bool up = running.value(box.id, DomainState::Unknown) == DomainState::Running;
+        // Only a definite answer ends a sandbox: its domain is gone from a
+        // list libvirt gave, or shut off. A state libvirt could not tell
+        // (a transient error) or a shutdown under way is looked at again
+        // next round.
+        const bool listed = running.contains(box.id);
+        const DomainState state = running.value(box.id, DomainState::Unknown);
+        if (box.status == SandboxStatus::Running && listed && state != DomainState::Running &&
+            state != DomainState::Stopped) {
+            if (!unsure_.contains(box.id))
+                qWarning().noquote()
+                    << "reconcile: the state of" << box.id << "is" << domainStateName(state)
+                    << "for now; it is checked again at the next round";
+            unsure_.insert(box.id);
+            continue;
+        }
+        unsure_.remove(box.id);
+        const bool up = state == DomainState::Running;
         switch (box.status) {
         case SandboxStatus::Creating:
             work << stop(box.id, SandboxStatus::Error,

@@ -71,7 +71,8 @@ public:
     /// Applies the retention setting to the record.
     void prune(qint64 now);
     /// One reconciliation pass now (skipped while one runs).
-    void reconcile();
+    /// Finishes when the pass has (at once when one is under way).
+    QFuture<Result<void>> reconcile();
 
 signals:
     /// Status, lifetime or cost of a sandbox changed.
@@ -103,6 +104,7 @@ private:
     QTimer reconciler_;
     bool reconciling_ = false;
     qint64 prunedAt_ = 0;
+    QSet<QString> unsure_; // sandboxes whose domain's state libvirt could not tell
     // Work in flight, by sandbox id; every caller waits on its own future.
     QHash<QString, std::shared_ptr<FanOut<Result<SandboxView>>>> creating_;
     QHash<QString, std::shared_ptr<FanOut<Result<void>>>> stopping_;
