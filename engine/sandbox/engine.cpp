@@ -43,6 +43,13 @@ struct Engine::Sandbox {
 
 namespace {
 
+/// A sandbox's folder and what may still use it (any thread).
+void removeSandboxFolder(const QString &dir) {
+    // passt ends with its QEMU; this covers a create that failed before.
+    egress::stopPasst(dir);
+    QDir(dir).removeRecursively();
+}
+
 Result<void> createOverlay(const QString &base, const QString &overlay, int diskGiB) {
     QProcess p;
     p.start(QStringLiteral("qemu-img"),
@@ -368,9 +375,11 @@ QFuture<Result<SandboxInfo>> Engine::create(const CreateOptions &options) {
             sandboxes_.remove(id);
             Hypervisor *hv = hypervisor_.get();
             const QString domain = box->info.domainName;
-            runInPool(&pool_, [hv, domain] {
-                return hv->destroyDomain(domain);
-            }).then(this, [this, id](Result<void>) { removeSandboxFiles(id); });
+            runInPool(&pool_, [hv, domain, dir = sandboxDir(id)] {
+                auto r = hv->destroyDomain(domain);
+                removeSandboxFolder(dir);
+                return r;
+            });
         }
         promise->addResult(std::move(r));
         promise->finish();
@@ -651,11 +660,18 @@ QFuture<Result<void>> Engine::destroy(const QString &id) {
     }
     Hypervisor *hv = hypervisor_.get();
     const QString domain = domainNameFor(id);
-    return runInPool(&pool_, [hv, domain] { return hv->destroyDomain(domain); })
+    // Off the event loop: removing a disk of gigabytes, and finding a
+    // passt among every process, take their time.
+    return runInPool(&pool_,
+                     [hv, domain, dir = sandboxDir(id)] {
+                         auto r = hv->destroyDomain(domain);
+                         if (r)
+                             removeSandboxFolder(dir);
+                         return r;
+                     })
         .then(this, [this, id](Result<void> r) -> Result<void> {
             if (!r)
                 return r;
-            removeSandboxFiles(id);
             if (sandboxes_.remove(id))
                 emit sandboxDestroyed(id);
             return {};
@@ -693,12 +709,6 @@ void Engine::dropChannel(Sandbox &box) {
     box.channel->disconnectFromAgent(); // pending operations fail now
     box.channel->deleteLater();
     box.channel = nullptr;
-}
-
-void Engine::removeSandboxFiles(const QString &id) {
-    // passt ends with its QEMU; this covers a create that failed before.
-    egress::stopPasst(sandboxDir(id));
-    QDir(sandboxDir(id)).removeRecursively();
 }
 
 } // namespace sandcastle

@@ -149,7 +149,6 @@ private:
     void releaseBootSlot();
     QString sandboxDir(const QString &id) const;
     void dropChannel(Sandbox &box);
-    void removeSandboxFiles(const QString &id);
 
     EngineConfig config_;
     std::unique_ptr<Hypervisor> hypervisor_;
