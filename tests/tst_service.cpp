@@ -14,6 +14,7 @@
 #include <QMutex>
 #include <QProcess>
 #include <QSemaphore>
+#include <QSignalSpy>
 #include <QSqlDatabase>
 #include <QSqlQuery>
 #include <QTemporaryDir>
@@ -264,6 +265,17 @@ private slots:
         auto refused = await(service->create(accountId, request));
         QVERIFY(!refused);
         QCOMPARE(libvirt->starts, starts);
+    }
+
+    void aTickIsOneSignalForAll() {
+        // Before, each tick emitted sandboxChanged for every live sandbox,
+        // and the window read the record once per emission.
+        QVERIFY(!store->liveSandboxes()->isEmpty());
+        QSignalSpy changed(service.get(), &SandboxService::sandboxChanged);
+        QSignalSpy ticked(service.get(), &SandboxService::liveTicked);
+        service->tick();
+        QVERIFY(ticked.size() >= 1); // the service's own clock may tick too
+        QCOMPARE(changed.size(), 0);
     }
 
     void cleanupTestCase() {

@@ -96,6 +96,10 @@ SandboxDetail::SandboxDetail(SandboxService *service, QWidget *parent)
         if (id == id_)
             refresh();
     });
+    connect(service_, &SandboxService::liveTicked, this, [this] {
+        if (!id_.isEmpty())
+            refresh(); // its cost and time left
+    });
     setSandbox({});
 }
 

@@ -14,6 +14,7 @@ SandboxModel::SandboxModel(SandboxService *service, QObject *parent)
     : QAbstractTableModel(parent)
     , service_(service) {
     connect(service_, &SandboxService::sandboxChanged, this, &SandboxModel::onChanged);
+    connect(service_, &SandboxService::liveTicked, this, &SandboxModel::onTicked);
     clock_.setInterval(1000);
     connect(&clock_, &QTimer::timeout, this, [this] {
         if (!rows_.isEmpty())
@@ -64,6 +65,22 @@ void SandboxModel::onChanged(const QString &id) {
         endRemoveRows();
     }
     announceLiveCount();
+}
+
+void SandboxModel::onTicked() {
+    // One read for every live row, whatever their number: a query per
+    // sandbox per second would load the thread that serves the API.
+    const auto live = service_->store()->liveSandboxes();
+    if (!live)
+        return;
+    for (const SandboxRecord &r : *live) {
+        if (const int row = rowOf(r.id); row >= 0)
+            rows_[row] = r;
+    }
+    if (!rows_.isEmpty())
+        emit dataChanged(index(0, 0), index(rows_.size() - 1, ColumnCount - 1));
+    if (const int count = int(live->size()); count != lastLive_)
+        emit liveCountChanged(lastLive_ = count);
 }
 
 int SandboxModel::rowOf(const QString &id) const {

@@ -43,6 +43,7 @@ signals:
 private:
     void reload();
     void onChanged(const QString &id);
+    void onTicked();
     bool shown(const SandboxRecord &r) const;
     /// Emits liveCountChanged when the count moved since the last time.
     void announceLiveCount();

@@ -467,9 +467,8 @@ void SandboxService::tick() {
                  QStringLiteral("expired at %1 (timeout %2 minutes)")
                      .arg(when(box.expiresAt))
                      .arg(box.timeoutMinutes));
-        else
-            emit sandboxChanged(box.id); // cost and time left moved on
     }
+    emit liveTicked();
 }
 
 void SandboxService::prune(qint64 now) {

@@ -75,8 +75,11 @@ public:
     QFuture<Result<void>> reconcile();
 
 signals:
-    /// Status, lifetime or cost of a sandbox changed.
+    /// Status or lifetime of a sandbox changed (not its cost by the second).
     void sandboxChanged(const QString &id);
+    /// Once a second, after metering: the live sandboxes' cost and time
+    /// left moved on. One signal for all, so a view reads them once.
+    void liveTicked();
     void execStarted(const QString &sandboxId, qint64 execId);
     void execFinished(const QString &sandboxId, qint64 execId);
     void creditChanged(const QString &accountId);
