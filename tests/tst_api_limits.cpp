@@ -143,8 +143,15 @@ private slots:
     }
 
     void cleanupTestCase() {
+        // What a failed test left running is destroyed (terminate alone
+        // would leave it running, as Ctrl-C does)...
         if (service)
-            service->terminate();
+            service->destroyLiveAndTerminate();
+        // ...and a QEMU or passt still there after that is a leak: it fails
+        // the suite, and is killed so that later suites do not share the
+        // machine with it.
+        const QStringList left = reapLeftovers(dir.path());
+        QVERIFY2(left.isEmpty(), qPrintable(left.join(QLatin1Char('\n'))));
     }
 };
 

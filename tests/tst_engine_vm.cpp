@@ -197,10 +197,11 @@ private slots:
         QCOMPARE(r.exitCode, 124);
         QVERIFY(r.timedOut);
         QVERIFY(r.truncated);
+        // Killed by its timeout: not before it, and before the sleep it was
+        // in could end ("never" would follow). How soon after the timeout
+        // is a question of speed, for a benchmark, not for a test.
         QCOMPARE(r.stdoutData, QByteArray("before\n"));
-        // Killed close to its timeout (generous upper bound: a shared, emulated machine).
-        QVERIFY2(r.durationMs >= 2000 && r.durationMs < 15000,
-                 qPrintable(QString::number(r.durationMs)));
+        QVERIFY2(r.durationMs >= 2000, qPrintable(QString::number(r.durationMs)));
         // The whole process group went, the background sleep included.
         QCOMPARE(run(QStringLiteral("pgrep -c -x sleep || true")).stdoutData.trimmed(),
                  QByteArray("0"));
@@ -438,10 +439,13 @@ private slots:
     }
 
     void cleanupTestCase() {
-        if (!box.isEmpty()) {
-            QVERIFY(await(engine->destroy(box)).has_value());
-            QCOMPARE(testing::qemuProcessesWith(Engine::domainNameFor(box)), 0);
-        }
+        const bool destroyed = box.isEmpty() || await(engine->destroy(box)).has_value();
+        // A QEMU or passt of this data dir still running now is a leak: it
+        // fails the suite, and is killed so that later suites do not share
+        // the machine with it.
+        const QStringList left = testing::reapLeftovers(dataDir.path());
+        QVERIFY(destroyed);
+        QVERIFY2(left.isEmpty(), qPrintable(left.join(QLatin1Char('\n'))));
     }
 };
 
