@@ -56,6 +56,7 @@ struct ApiServer::Call {
     QPointer<QTcpSocket> socket; // null once the client is gone
     QElapsedTimer clock;
     bool answered = false;
+    bool foreign = false; // refused for its Host or Origin: counted, not logged
 
     void send(int status, const QByteArray &body, const QByteArray &contentType,
               const QList<std::pair<QByteArray, QByteArray>> &extra = {}) {
@@ -68,16 +69,17 @@ struct ApiServer::Call {
                                  .arg(clock.elapsed());
         // QtHttpServer 6.4 writes to a raw socket pointer: writing after the
         // client went away would crash, so look first.
+        const bool quiet = status == 401 || foreign; // counted instead
         if (status == 401)
             ++refusedUnauthenticated;
-        else
+        else if (!foreign)
             logRefusedCount(); // so the count stands in order among the lines
         if (!socket || socket->state() != QAbstractSocket::ConnectedState) {
-            if (status != 401)
+            if (!quiet)
                 qInfo().noquote() << line << "- client gone, answer dropped";
             return;
         }
-        if (status != 401)
+        if (!quiet)
             qInfo().noquote() << line;
         responder->writeStatusLine(Status(status));
         if (!contentType.isEmpty())
@@ -195,14 +197,18 @@ GateVerdict ApiServer::admit(const RequestHead &head) const {
         ++refusedForeign;
         return refuse(403, QStringLiteral("forbidden"), *foreign);
     }
-    const bool keyed = head.path == QLatin1String("/mcp") || head.path == QLatin1String("/v1") ||
-                       head.path.startsWith(QLatin1String("/v1/"));
-    if (keyed) {
-        if (auto account = accountOf(head.headers); !account) {
-            ++refusedUnauthenticated;
-            verdict.headers = {{"WWW-Authenticate", "Bearer"}};
-            return refuse(401, QStringLiteral("unauthorized"), account.error().message);
-        }
+    // Nothing outside the API is served: answered here, so no path lets
+    // a client without a key send a body or hold a connection.
+    if (head.path != QLatin1String("/mcp") && head.path != QLatin1String("/v1") &&
+        !head.path.startsWith(QLatin1String("/v1/")))
+        return refuse(404, QStringLiteral("not_found"),
+                      QStringLiteral("no such endpoint %1: the API lives under /v1 (see "
+                                     "docs/api.md)")
+                          .arg(head.path.left(200)));
+    if (auto account = accountOf(head.headers); !account) {
+        ++refusedUnauthenticated;
+        verdict.headers = {{"WWW-Authenticate", "Bearer"}};
+        return refuse(401, QStringLiteral("unauthorized"), account.error().message);
     }
     // Only file uploads may be larger than a JSON body (/mcp included).
     verdict.bodyLimit = head.method == "PUT" && head.path.endsWith(QLatin1String("/files"))
@@ -227,7 +233,15 @@ bool ApiServer::handleRequest(const QHttpServerRequest &request, QTcpSocket *soc
     call->body = request.body();
     call->responder = std::make_unique<QHttpServerResponder>(makeResponder(request, socket));
     call->socket = socket;
-    route(call); // Host, Origin, key and size were checked by the gate
+    // The gate checked the first request of the connection; pipelined ones
+    // reach here unjudged (api/requestgate.cpp), so Host and Origin again.
+    if (auto foreign = foreignRequest(call->headers)) {
+        ++refusedForeign;
+        call->foreign = true;
+        call->error(403, QStringLiteral("forbidden"), *foreign);
+        return true;
+    }
+    route(call);
     return true;
 }
 

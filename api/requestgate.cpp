@@ -3,10 +3,14 @@
 #include "json.h"
 
 #include <QJsonDocument>
+#include <QPointer>
 #include <QTcpSocket>
 #include <QTimer>
 #include <QUrl>
 #include <QtDebug>
+
+#include <algorithm>
+#include <cctype>
 
 namespace sandcastle::api {
 
@@ -20,6 +24,8 @@ QByteArray reasonPhrase(int status) {
         return "Unauthorized";
     case 403:
         return "Forbidden";
+    case 404:
+        return "Not Found";
     case 408:
         return "Request Timeout";
     case 413:
@@ -51,15 +57,22 @@ bool parseRequestHead(const QByteArray &head, RequestHead *out) {
     const QUrl url(QString::fromLatin1(request.at(1)));
     out->path = url.path();
     out->headers.clear();
+    int fields = 0;
     for (qsizetype i = 1; i < lines.size(); ++i) {
         const QByteArray line = lines.at(i).endsWith('\r') ? lines.at(i).chopped(1) : lines.at(i);
         if (line.isEmpty())
             continue;
         const qsizetype colon = line.indexOf(':');
-        // Folded lines (a leading space) are obsolete and a smuggling tool.
-        if (colon <= 0 || line.front() == ' ' || line.front() == '\t')
+        // Folded lines (a leading space) are obsolete and a smuggling tool;
+        // a name is a token (no space before the colon), and QtHttpServer
+        // drops every header of a head with more than 100.
+        if (colon <= 0 || ++fields > 100)
             return false;
-        const QByteArray name = line.left(colon).trimmed().toLower();
+        const QByteArray name = line.left(colon).toLower();
+        static const QByteArray tchar = "!#$%&'*+-.^_`|~";
+        for (char c : name)
+            if (!std::isalnum(static_cast<unsigned char>(c)) && !tchar.contains(c))
+                return false;
         const QByteArray value = line.mid(colon + 1).trimmed();
         if (name == "content-length" && out->headers.contains(name) &&
             out->headers.value(name) != value)
@@ -86,16 +99,33 @@ public:
         ++gate_->open_;
         armTimer();
     }
-    ~GateConnection() override { --gate_->open_; }
+    ~GateConnection() override {
+        if (gate_) // at shutdown the sockets go with the gate
+            --gate_->open_;
+    }
 
 private:
     enum class Phase { Head, Body, ChunkedBody };
 
     void arrived() {
-        // QtHttpServer reads everything on each readyRead, so what is
+        // While an answer is owed, what arrives is a pipelined request.
+        // QtHttpServer 6.4 parses one request per read and leaves the rest
+        // unread for a queued readyRead, so the gate cannot tell new bytes
+        // from those it saw; it leaves them to the handlers, which check
+        // Host, Origin and the key again. Only a client whose first request
+        // passed the gate with a key gets this far.
+        if (unanswered_ > 0 && phase_ == Phase::Head)
+            return;
+        // Otherwise QtHttpServer has read everything before: what is
         // available now is what just arrived.
         QByteArray data = socket_->peek(socket_->bytesAvailable());
+        // Blank lines between requests are allowed, but renew nothing.
+        const bool blank =
+            phase_ == Phase::Head && !headStarted_ &&
+            std::all_of(data.begin(), data.end(), [](char c) { return c == '\r' || c == '\n'; });
         while (!data.isEmpty() && !closing_) {
+            if (unanswered_ > 0 && phase_ == Phase::Head)
+                break; // pipelined: see above
             switch (phase_) {
             case Phase::Head:
                 data = readHead(data);
@@ -118,7 +148,7 @@ private:
                 break;
             }
         }
-        if (!closing_)
+        if (!closing_ && !blank)
             armTimer();
     }
 
@@ -137,6 +167,14 @@ private:
             head_ += data;
         }
         const qsizetype end = head_.indexOf("\r\n\r\n");
+        // QtHttpServer also ends a head at a bare "\n\n": a head with a
+        // bare LF must not slip past the gate unjudged, so it is refused.
+        if (const QByteArray head = end < 0 ? head_ : head_.left(end + 2);
+            head.count('\n') != head.count("\r\n")) {
+            refuse(refusal(400, QStringLiteral("bad_request"),
+                           QStringLiteral("lines of an HTTP head end with CRLF")));
+            return {};
+        }
         if (end < 0) {
             if (head_.size() > gate_->limits_.maxHeadBytes)
                 refuse(refusal(431, QStringLiteral("headers_too_large"),
@@ -225,9 +263,10 @@ private:
         headTimed_ = false;
         // Between requests, and within a body, the idle deadline, renewed
         // by every byte. A request being answered (an exec may take an
-        // hour), or a chunked body, which only a key holder may send, has
-        // none here.
-        if (phase_ == Phase::Body || (phase_ == Phase::Head && unanswered_ == 0))
+        // hour) has none here; a chunked one (its end is not parsed here)
+        // keeps the idle deadline until its answer.
+        if (phase_ == Phase::Body || phase_ == Phase::ChunkedBody ||
+            (phase_ == Phase::Head && unanswered_ == 0))
             deadline_.start(gate_->limits_.idleTimeoutMs);
         else
             deadline_.stop();
@@ -262,7 +301,7 @@ private:
         socket_->disconnectFromHost();
     }
 
-    RequestGate *gate_;
+    QPointer<RequestGate> gate_;
     QTcpSocket *socket_;
     QTimer deadline_;
     Phase phase_ = Phase::Head;

@@ -89,6 +89,14 @@ private slots:
             {head("POST /v1/sandboxes", "Content-Length: 12abc\r\n"), 400, "bad_request"},
             {"GET /v1/sandboxes HTTP/1.1\r\n" + hostHeader + " folded: line\r\n\r\n", 400,
              "bad_request"},
+            // QtHttpServer would end this head at the bare "\n\n", unjudged.
+            {"GET /v1/sandboxes HTTP/1.1\nHost: evil.example\nAuthorization: Bearer " +
+                 service->key().toLatin1() + "\n\n",
+             400, "bad_request"},
+            {head("POST /v1/sandboxes", "Content-Length : 5\r\n"), 400, "bad_request"},
+            // Outside the API nothing is served, so no body or socket is held.
+            {"POST /x HTTP/1.1\r\n" + hostHeader + "Transfer-Encoding: chunked\r\n\r\n", 404,
+             "not_found"},
         };
         for (const Case &c : cases) {
             auto s = connectSocket();
@@ -154,6 +162,20 @@ private slots:
             20000));
         QVERIFY(answers.contains("\"credit\""));
         QVERIFY(answers.contains("\"small\""));
+        // A pipelined request is checked again by the handlers.
+        auto second = connectSocket();
+        QVERIFY(second);
+        second->write(head("GET /v1/account") +
+                      "GET /v1/account HTTP/1.1\r\nHost: evil.example\r\n"
+                      "Authorization: Bearer " +
+                      service->key().toLatin1() + "\r\n\r\n");
+        QByteArray both;
+        QVERIFY(QTest::qWaitFor(
+            [&] {
+                both += second->readAll();
+                return both.contains("HTTP/1.1 200") && both.contains("HTTP/1.1 403");
+            },
+            20000));
         // Chunked: the body reaches the handler, which finds bad JSON.
         s->write(head("POST /v1/sandboxes", "Transfer-Encoding: chunked\r\n") +
                  "3\r\n{\"s\r\n0\r\n\r\n");
@@ -224,9 +246,19 @@ private slots:
             },
             20000));
         QCOMPARE(statusOf(answer), 200);
-        // Kept alive after the answer, then closed once idle, quietly.
-        QVERIFY(
-            QTest::qWaitFor([&] { return s->state() != QAbstractSocket::ConnectedState; }, 30000));
+        // Kept alive after the answer, then closed once idle, quietly; blank
+        // lines (allowed between requests) do not keep it alive.
+        QElapsedTimer sinceBlank;
+        sinceBlank.start();
+        QVERIFY(QTest::qWaitFor(
+            [&] {
+                if (sinceBlank.elapsed() > 500 && s->state() == QAbstractSocket::ConnectedState) {
+                    s->write("\r\n");
+                    sinceBlank.restart();
+                }
+                return s->state() != QAbstractSocket::ConnectedState;
+            },
+            30000));
     }
 
     void cleanupTestCase() {
