@@ -52,11 +52,12 @@ public:
         {
             QMutexLocker lock(&libvirt_->mutex);
             ++libvirt_->starts;
-            libvirt_->domains.append({spec.name, DomainState::Running});
             hold = libvirt_->holdStarts;
         }
         if (hold) // a boot that hangs until the test lets it go
             libvirt_->released.acquire();
+        QMutexLocker lock(&libvirt_->mutex);
+        libvirt_->domains.append({spec.name, DomainState::Running});
         return {};
     }
     Result<void> destroyDomain(const QString &name) override {
@@ -164,10 +165,13 @@ private slots:
         EngineConfig config = EngineConfig::defaults();
         config.dataDir = dir.path();
         config.imageDir = dir.path() + QStringLiteral("/image");
+        config.bootTimeoutMs = 2000; // the whole boot's deadline is twice this
         engine = std::make_unique<Engine>(config, std::make_unique<FakeHypervisor>(libvirt));
         auto ok = engine->open();
         QVERIFY2(ok, qPrintable(ok ? QString() : ok.error().message));
-        service = std::make_unique<SandboxService>(engine.get(), store.get(), Settings());
+        Settings settings;
+        settings.reconcileIntervalMs = 600'000; // passes run when a test asks
+        service = std::make_unique<SandboxService>(engine.get(), store.get(), settings);
         QVERIFY(await(service->start()));
     }
 
@@ -246,6 +250,29 @@ private slots:
             },
             30000));
         QVERIFY(!QFileInfo::exists(dir.path() + QStringLiteral("/sandboxes/") + id));
+    }
+
+    void aHungBootIsGivenUpAndCleanedUp() {
+        libvirt->holdStarts = true;
+        CreateRequest request;
+        request.internet = false;
+        auto outcome = await(service->create(accountId, request));
+        QVERIFY(!outcome);
+        QCOMPARE(outcome.error().kind, EngineError::Kind::Timeout);
+        QVERIFY2(outcome.error().message.contains(QLatin1String("domain start")),
+                 qPrintable(outcome.error().message));
+        // The hung step returns later and starts its domain: it is undone.
+        libvirt->holdStarts = false;
+        libvirt->released.release();
+        QVERIFY(QTest::qWaitFor(
+            [&] {
+                for (const DomainStatus &d : libvirt->snapshot())
+                    if (d.state == DomainState::Running &&
+                        !d.name.contains(QLatin1String("unknown")))
+                        return false;
+                return true;
+            },
+            30000));
     }
 
     void aRecordThatCannotBeWrittenStartsNoVm() {

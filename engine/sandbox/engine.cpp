@@ -413,11 +413,14 @@ QFuture<Result<SandboxInfo>> Engine::create(const CreateOptions &options) {
         // own wait is bootTimeoutMs; this is the whole boot's.
         QTimer::singleShot(
             2 * config_.bootTimeoutMs, this, [box, finish, ms = 2 * config_.bootTimeoutMs] {
-                if (!box->createFinished)
-                    finish(fail(Kind::Timeout,
-                                QStringLiteral("the boot did not finish within %1 s (stuck in %2)")
-                                    .arg(ms / 1000)
-                                    .arg(phaseName(box->trace.current()))));
+                if (box->createFinished)
+                    return;
+                // What the hung step still does is undone when it returns.
+                box->state = Sandbox::State::Destroying;
+                finish(fail(Kind::Timeout,
+                            QStringLiteral("the boot did not finish within %1 s (stuck in %2)")
+                                .arg(ms / 1000)
+                                .arg(phaseName(box->trace.current()))));
             });
         enterPhase(box, CreatePhase::Overlay);
         runInPool(&pool_,
@@ -439,7 +442,19 @@ QFuture<Result<SandboxInfo>> Engine::create(const CreateOptions &options) {
                       enterPhase(box, CreatePhase::DomainStart);
                       return hv->startDomain(spec);
                   })
-            .then(this, [this, box, finish](Result<void> started) {
+            .then(this, [this, box, hv, finish](Result<void> started) {
+                if (box->createFinished) {
+                    // Given up on by the boot deadline: what this step made
+                    // since (a domain, a passt) goes too.
+                    if (started)
+                        runInPool(&pool_, [hv, domain = box->info.domainName,
+                                           dir = sandboxDir(box->info.id)] {
+                            auto r = hv->destroyDomain(domain);
+                            removeSandboxFolder(dir);
+                            return r;
+                        });
+                    return;
+                }
                 if (started && box->state == Sandbox::State::Destroying)
                     started =
                         fail(Kind::Conflict, QStringLiteral("destroyed while it was starting"));

@@ -487,29 +487,35 @@ void SandboxService::prune(qint64 now) {
 }
 
 QFuture<Result<void>> SandboxService::reconcile() {
+    // A caller waits for the pass under way, not for nothing.
     if (reconciling_)
-        return readyFuture<Result<void>>({});
+        return pass_.isValid()
+                   ? pass_
+                   : failedFuture<void>(Kind::Conflict,
+                                        QStringLiteral("the start-up pass is under way"));
     reconciling_ = true;
     // The host filter first: a firewall reload may have removed it, or it
     // could not be loaded yet. The engine logs a failure once, not every
     // few seconds while it lasts.
     engine_->checkNetwork();
-    return engine_->listDomains()
-        .then(this,
-              [this](Result<QList<DomainStatus>> domains) -> QFuture<Result<void>> {
-                  if (!domains) {
-                      // An error says nothing about any VM: nothing ends.
-                      qWarning().noquote()
-                          << "reconcile: cannot list domains:" << domains.error().message;
-                      return failedFuture<void>(domains.error());
-                  }
-                  return reconcileWith(*domains, false);
-              })
-        .unwrap()
-        .then(this, [this](Result<void> r) {
-            reconciling_ = false;
-            return r;
-        });
+    pass_ = engine_->listDomains()
+                .then(this,
+                      [this](Result<QList<DomainStatus>> domains) -> QFuture<Result<void>> {
+                          if (!domains) {
+                              // An error says nothing about any VM: nothing ends.
+                              qWarning().noquote()
+                                  << "reconcile: cannot list domains:" << domains.error().message;
+                              return failedFuture<void>(domains.error());
+                          }
+                          return reconcileWith(*domains, false);
+                      })
+                .unwrap()
+                .then(this, [this](Result<void> r) {
+                    reconciling_ = false;
+                    pass_ = {};
+                    return r;
+                });
+    return pass_;
 }
 
 QFuture<Result<void>> SandboxService::reconcileWith(const QList<DomainStatus> &domains,

@@ -107,7 +107,8 @@ private:
     QTimer reconciler_;
     bool reconciling_ = false;
     qint64 prunedAt_ = 0;
-    QSet<QString> unsure_; // sandboxes whose domain's state libvirt could not tell
+    QFuture<Result<void>> pass_; // the reconciliation under way, if any
+    QSet<QString> unsure_;       // sandboxes whose domain's state libvirt could not tell
     // Work in flight, by sandbox id; every caller waits on its own future.
     QHash<QString, std::shared_ptr<FanOut<Result<SandboxView>>>> creating_;
     QHash<QString, std::shared_ptr<FanOut<Result<void>>>> stopping_;
