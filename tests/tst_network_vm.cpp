@@ -6,9 +6,13 @@
 // address), SMTP ports. Each blocked destination is first shown reachable
 // from the host itself, so a failure in the guest is the policy's doing.
 // Each layer is also tried alone: the host filter as passt's user, the
-// guest's rules with the host filter taken away.
+// guest's rules with the host filter taken away. The host filter is
+// tampered with under a running service (an accept rule, a DNS set
+// element), and made impossible to load at start (an `nft` that fails):
+// then no passt runs, a sandbox's from the last run included.
 #include "support/service.h"
 
+#include <QStandardPaths>
 #include <QTemporaryDir>
 
 using namespace testing;
@@ -137,6 +141,23 @@ private:
         return out(exec(id, QStringLiteral("python3 -c \"%1\" 2>/dev/null").arg(script)))
                    .trimmed() == QLatin1String("True");
     }
+    /// How many passt processes serve sandbox `id` (QEMU's command line
+    /// names the same socket).
+    int passtsFor(const QString &id) {
+        QString pids;
+        host(QStringLiteral("pgrep"),
+             {QStringLiteral("-f"), dir.path() + "/sandboxes/" + id + "/net/passt.sock"}, &pids);
+        int passts = 0;
+        for (const QString &pid : pids.split(QLatin1Char('\n'), Qt::SkipEmptyParts)) {
+            QFile comm(QStringLiteral("/proc/%1/comm").arg(pid));
+            // Debian's passt runs as passt.avx2 where the CPU has AVX2.
+            passts += comm.open(QIODevice::ReadOnly) && comm.readAll().startsWith("passt");
+        }
+        return passts;
+    }
+    /// How many times the service's log says `text`.
+    int logged(const QString &text) { return int(service->log().count(text)); }
+
     /// Every IPv4 address of the host but loopback.
     QStringList hostAddresses() {
         QString text;
@@ -413,6 +434,47 @@ private slots:
                  QStringLiteral("000"));
     }
 
+    void tamperedHostFilterIsLoadedAgain() {
+        // The reconciler (every second since hostFilterComesBack) compares
+        // the whole table with what it loaded, not a few rules in it. An
+        // accept rule in front of the rejects leaves all of those in place.
+        const QString reload = QStringLiteral("host filter: loading it again");
+        int before = logged(reload);
+        QCOMPARE(
+            host(QStringLiteral("nft"),
+                 {QStringLiteral("insert"), QStringLiteral("rule"), QStringLiteral("inet"),
+                  QStringLiteral("sandcastle"), QStringLiteral("sandbox"), QStringLiteral("ip"),
+                  QStringLiteral("daddr"), QStringLiteral("10.99.0.2"), QStringLiteral("accept")}),
+            0);
+        QTRY_VERIFY_WITH_TIMEOUT(logged(reload) > before, 30000);
+        QVERIFY2(logged(QStringLiteral("(added: ")) > 0, qPrintable(service->log().right(2000)));
+        QString listed;
+        QTRY_VERIFY_WITH_TIMEOUT(hostFilter(QStringLiteral("list"), &listed) == 0 &&
+                                     !listed.contains(QStringLiteral("10.99.0.2")),
+                                 10000);
+        QCOMPARE(hostCurl(QStringLiteral("http://10.99.0.2/hello.txt"), true),
+                 QStringLiteral("000"));
+        // An address added to the DNS set opens port 53 on a private
+        // address: the set is rebuilt from the services' resolvers.
+        before = logged(reload);
+        QCOMPARE(
+            host(QStringLiteral("nft"), {QStringLiteral("add"), QStringLiteral("element"),
+                                         QStringLiteral("inet"), QStringLiteral("sandcastle"),
+                                         QStringLiteral("dns4"), QStringLiteral("{ 10.99.0.2 }")}),
+            0);
+        QTRY_VERIFY_WITH_TIMEOUT(logged(reload) > before, 30000);
+        QTRY_VERIFY_WITH_TIMEOUT(hostFilter(QStringLiteral("list"), &listed) == 0 &&
+                                     !listed.contains(QStringLiteral("10.99.0.2")) &&
+                                     listed.contains(kTestHost),
+                                 10000);
+        // A load replaces the table in one transaction: the running
+        // sandbox keeps its network through both.
+        QCOMPARE(guestCurl(online, QStringLiteral("http://%1/hello.txt").arg(kTestHost)),
+                 QStringLiteral("200"));
+        QCOMPARE(guestCurl(online, QStringLiteral("http://10.99.0.2/hello.txt")),
+                 QStringLiteral("000"));
+    }
+
     void passtRunsUnprivilegedAndEndsWithItsVm() {
         QString pids;
         host(QStringLiteral("pgrep"), {QStringLiteral("-f"), dir.path() + "/sandboxes/" + online},
@@ -435,6 +497,70 @@ private slots:
                                        {QStringLiteral("-f"), dir.path() + "/sandboxes/" + online}),
                                   1, 30000); // pgrep: 1 when nothing matches
         online.clear();
+    }
+
+    void noPasstRunsWhileTheFilterCannotLoad() {
+        // A sandbox with internet runs on from this run into the next.
+        Reply created = http->call("POST", QStringLiteral("/sandboxes"), QByteArray("{}"));
+        QCOMPARE(created.status, 201);
+        const QString adopted = created.json.value("id").toString();
+        QCOMPARE(guestCurl(adopted, QStringLiteral("http://%1/hello.txt").arg(kTestHost)),
+                 QStringLiteral("200"));
+        QCOMPARE(passtsFor(adopted), 1);
+        service->terminate();
+        // The next run finds no filter (a reboot took it) and cannot load
+        // one: its `nft` fails, as one without its kernel modules would.
+        const QString realNft = QStandardPaths::findExecutable(QStringLiteral("nft"));
+        QVERIFY(!realNft.isEmpty());
+        const QString bin = dir.path() + QStringLiteral("/fakebin");
+        const QString broken = dir.path() + QStringLiteral("/nft-broken");
+        QVERIFY(QDir().mkpath(bin));
+        QFile fake(bin + QStringLiteral("/nft"));
+        QVERIFY(fake.open(QIODevice::WriteOnly));
+        fake.write(QStringLiteral("#!/bin/sh\n"
+                                  "if [ -e '%1' ]; then echo 'nft: netlink: Error: cannot load "
+                                  "(broken by the test)' >&2; exit 1; fi\n"
+                                  "exec '%2' \"$@\"\n")
+                       .arg(broken, realNft)
+                       .toUtf8());
+        fake.close();
+        QVERIFY(fake.setPermissions(QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner));
+        QVERIFY(QFile(broken).open(QIODevice::WriteOnly));
+        hostFilter(QStringLiteral("delete"));
+        const QByteArray path = qgetenv("PATH");
+        qputenv("PATH", bin.toUtf8() + ':' + path); // the service's, not this test's
+        const bool started = service->start();
+        qputenv("PATH", path);
+        QVERIFY(started);
+        // Its passt is stopped at once: it would send unfiltered.
+        QTRY_COMPARE_WITH_TIMEOUT(passtsFor(adopted), 0, 30000);
+        QTRY_COMPARE_WITH_TIMEOUT(exec(adopted, QStringLiteral("true")).status, 200, 60000);
+        QCOMPARE(guestCurl(adopted, QStringLiteral("http://%1/hello.txt").arg(kTestHost)),
+                 QStringLiteral("000"));
+        QCOMPARE(guestCurl(adopted, QStringLiteral("http://198.51.100.1:%1/v1/sizes").arg(apiPort)),
+                 QStringLiteral("000"));
+        // No new one either.
+        Reply refused = http->call("POST", QStringLiteral("/sandboxes"), QByteArray("{}"));
+        QCOMPARE(refused.status, 503);
+        QVERIFY2(refused.json.value("error").toObject().value("message").toString().contains(
+                     QStringLiteral("broken by the test")),
+                 refused.body.constData());
+        // The reconciler keeps trying; once nft works the filter is loaded
+        // and creates with internet work again.
+        QVERIFY(QFile::remove(broken));
+        QTRY_VERIFY_WITH_TIMEOUT(
+            logged(QStringLiteral("host filter: loaded; sandboxes can have internet")) > 0, 30000);
+        QVERIFY(hostFilterLoaded());
+        Reply again = http->call("POST", QStringLiteral("/sandboxes"), QByteArray("{}"));
+        QCOMPARE(again.status, 201);
+        const QString fresh = again.json.value("id").toString();
+        QCOMPARE(guestCurl(fresh, QStringLiteral("http://%1/hello.txt").arg(kTestHost)),
+                 QStringLiteral("200"));
+        QCOMPARE(guestCurl(fresh, QStringLiteral("http://10.99.0.2/hello.txt")),
+                 QStringLiteral("000"));
+        QCOMPARE(passtsFor(adopted), 0); // what was cut stays cut
+        for (const QString &id : {adopted, fresh})
+            QCOMPARE(http->call("DELETE", QStringLiteral("/sandboxes/") + id).status, 200);
     }
 
     void cleanupTestCase() {

@@ -2,11 +2,18 @@
 
 #include <QDir>
 #include <QFile>
+#include <QFileInfo>
 #include <QHostAddress>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QLockFile>
+#include <QMutex>
 #include <QProcess>
 #include <QRegularExpression>
+#include <QSaveFile>
 #include <QtDebug>
 
+#include <algorithm>
 #include <csignal>
 #include <pwd.h>
 #include <sys/stat.h>
@@ -38,16 +45,18 @@ QString hostRuleset(uint uid, const QStringList &dnsServers) {
     QStringList ports;
     for (int p : blockedTcpPorts())
         ports << QString::number(p);
-    // Created if missing, then the chain is rewritten: one transaction, so
-    // no packet sees a half-loaded filter. The DNS set only grows: several
-    // services (data dirs) may share the host, each adding its resolvers.
+    // The table is deleted (created first, so that there is one to delete)
+    // and built again in one transaction: no packet sees a half-loaded
+    // filter, and nothing added to the old one by hand (a rule, a chain, a
+    // set element) survives. `dnsServers` is every service's list
+    // (kResolverList), so no service's load drops another's resolvers.
     QString rules = QStringLiteral("add table inet sandcastle\n"
+                                   "delete table inet sandcastle\n"
+                                   "add table inet sandcastle\n"
                                    "add set inet sandcastle dns4 { type ipv4_addr; }\n"
                                    "add chain inet sandcastle output { type filter hook output "
                                    "priority 0; policy accept; }\n"
-                                   "add chain inet sandcastle sandbox\n"
-                                   "flush chain inet sandcastle output\n"
-                                   "flush chain inet sandcastle sandbox\n");
+                                   "add chain inet sandcastle sandbox\n");
     if (!dnsServers.isEmpty())
         rules += QStringLiteral("add element inet sandcastle dns4 { %1 }\n")
                      .arg(dnsServers.join(QStringLiteral(", ")));
@@ -93,6 +102,155 @@ QStringList hostDnsServers() {
 
 namespace {
 
+/// `text` if it is an IPv4 address, in its usual form; else empty.
+QString ipv4(const QString &text) {
+    QHostAddress address;
+    if (!address.setAddress(text.trimmed()) || address.protocol() != QHostAddress::IPv4Protocol)
+        return {};
+    return address.toString();
+}
+
+QString compact(const QJsonValue &value) {
+    return QString::fromUtf8(QJsonDocument(QJsonArray{value}).toJson(QJsonDocument::Compact))
+        .mid(1)
+        .chopped(1);
+}
+
+/// Counter values move with every packet and set elements come out in the
+/// kernel's hash order, which differs between two loads of the same set:
+/// neither is a change to the filter.
+QJsonValue normalised(const QJsonValue &value) {
+    if (value.isArray()) {
+        QJsonArray out;
+        for (const QJsonValue &item : value.toArray())
+            out.append(normalised(item));
+        return out;
+    }
+    if (!value.isObject())
+        return value;
+    const QJsonObject in = value.toObject();
+    QJsonObject out;
+    for (auto it = in.begin(); it != in.end(); ++it) {
+        if (it.key() == QLatin1String("counter") && it->isObject()) {
+            out.insert(it.key(), QJsonValue::Null); // an anonymous counter: packets, bytes
+            continue;
+        }
+        QJsonValue item = normalised(*it);
+        if ((it.key() == QLatin1String("elem") || it.key() == QLatin1String("set")) &&
+            item.isArray()) {
+            QList<QPair<QString, QJsonValue>> keyed;
+            for (const QJsonValue &element : item.toArray())
+                keyed.append({compact(element), element});
+            std::sort(keyed.begin(), keyed.end(),
+                      [](const auto &a, const auto &b) { return a.first < b.first; });
+            QJsonArray sorted;
+            for (const auto &element : keyed)
+                sorted.append(element.second);
+            item = sorted;
+        }
+        out.insert(it.key(), item);
+    }
+    return out;
+}
+
+} // namespace
+
+QStringList recordResolvers(const QString &file, const QStringList &servers,
+                            const QStringList &seed) {
+    QStringList known;
+    auto add = [&known](const QString &text) {
+        const QString address = ipv4(text);
+        if (!address.isEmpty() && !known.contains(address))
+            known << address;
+    };
+    QFile in(file);
+    const bool listed = in.open(QIODevice::ReadOnly);
+    for (const QByteArray &line : listed ? in.readAll().split('\n') : QList<QByteArray>())
+        add(QString::fromUtf8(line));
+    if (!listed)
+        for (const QString &server : seed)
+            add(server);
+    const qsizetype before = listed ? known.size() : -1;
+    for (const QString &server : servers)
+        add(server);
+    if (known.size() == before)
+        return known;
+    QSaveFile out(file);
+    if (!QDir().mkpath(QFileInfo(file).path()) || !out.open(QIODevice::WriteOnly) ||
+        out.write(known.join(QLatin1Char('\n')).toUtf8() + '\n') < 0 || !out.commit())
+        qWarning().noquote() << "host filter: cannot write" << file
+                             << "(another service's load may drop these resolvers):"
+                             << out.errorString();
+    return known;
+}
+
+std::optional<QJsonArray> normalisedTable(const QByteArray &nftJson) {
+    QJsonParseError error{};
+    const QJsonDocument doc = QJsonDocument::fromJson(nftJson, &error);
+    const QJsonValue entries = doc.object().value(QLatin1String("nftables"));
+    if (error.error != QJsonParseError::NoError || !entries.isArray())
+        return std::nullopt;
+    QJsonArray out;
+    for (const QJsonValue &entry : entries.toArray()) {
+        if (!entry.isObject())
+            return std::nullopt;
+        QJsonObject object = entry.toObject();
+        if (object.contains(QLatin1String("metainfo")))
+            continue; // nft's version
+        // {"rule": {..., "handle": 35, ...}}: handles are new at each load.
+        for (auto it = object.begin(); it != object.end(); ++it) {
+            if (!it->isObject())
+                continue;
+            QJsonObject inner = it->toObject();
+            inner.remove(QLatin1String("handle"));
+            *it = inner;
+        }
+        out.append(normalised(object));
+    }
+    return out;
+}
+
+QString tableDifference(const QJsonArray &expected, const QJsonArray &listed) {
+    if (expected == listed)
+        return {};
+    qsizetype i = 0;
+    while (i < expected.size() && i < listed.size() && expected.at(i) == listed.at(i))
+        ++i;
+    auto shown = [](const QJsonValue &v) { return compact(v).left(400); };
+    if (i < listed.size()) {
+        QJsonArray fewer = listed;
+        fewer.removeAt(i);
+        if (fewer == expected)
+            return QStringLiteral("added: ") + shown(listed.at(i));
+    }
+    if (i < expected.size()) {
+        QJsonArray fewer = expected;
+        fewer.removeAt(i);
+        if (fewer == listed)
+            return QStringLiteral("removed: ") + shown(expected.at(i));
+    }
+    if (i < expected.size() && i < listed.size())
+        return QStringLiteral("changed: %1, was %2")
+            .arg(shown(listed.at(i)), shown(expected.at(i)));
+    return i < listed.size() ? QStringLiteral("added from: ") + shown(listed.at(i))
+                             : QStringLiteral("removed from: ") + shown(expected.at(i));
+}
+
+QStringList dnsSetElements(const QJsonArray &table) {
+    QStringList out;
+    for (const QJsonValue &entry : table) {
+        const QJsonObject set = entry.toObject().value(QLatin1String("set")).toObject();
+        if (set.value(QLatin1String("name")).toString() != QLatin1String("dns4"))
+            continue;
+        for (const QJsonValue &element : set.value(QLatin1String("elem")).toArray())
+            if (const QString address = ipv4(element.toString()); !address.isEmpty())
+                out << address;
+    }
+    return out;
+}
+
+namespace {
+
 struct NetUser {
     uid_t uid;
     gid_t gid;
@@ -127,6 +285,55 @@ Result<QByteArray> run(const QString &program, const QStringList &args,
     return p.readAllStandardOutput();
 }
 
+/// One load or check at a time in this process (creates run on several
+/// pool threads), and what the table looked like right after this
+/// process's last load: what every later check compares against.
+QMutex filterMutex;
+QJsonArray loadedTable; // normalised; empty: not loaded by this process yet
+QString lastReload;     // why the last reload that failed was tried (logged once)
+
+Result<QByteArray> listTable() {
+    return run(QStringLiteral("nft"),
+               {QStringLiteral("-j"), QStringLiteral("list"), QStringLiteral("table"),
+                QStringLiteral("inet"), QStringLiteral("sandcastle")});
+}
+
+/// Loads the table whole and keeps its listing. Under filterMutex.
+Result<void> loadTable(uid_t uid, const QStringList &dnsServers) {
+    const QString list = QLatin1String(kResolverList);
+    // Other services on this host load the same table: one at a time, so
+    // that the list each one reads is the list it loads.
+    QDir().mkpath(QFileInfo(list).path());
+    QLockFile lock(list + QStringLiteral(".lock"));
+    if (!lock.tryLock(10000))
+        qWarning().noquote() << "host filter: loading without the lock" << lock.fileName();
+    QStringList seed;
+    // No list yet, but a table: an earlier version loaded it, and its set
+    // holds resolvers other services still give their sandboxes.
+    if (!QFile::exists(list)) {
+        if (auto listed = listTable()) {
+            if (auto table = normalisedTable(*listed))
+                seed = dnsSetElements(*table);
+        }
+    }
+    const QStringList resolvers = recordResolvers(list, dnsServers, seed);
+    if (auto loaded = run(QStringLiteral("nft"), {QStringLiteral("-f"), QStringLiteral("-")},
+                          hostRuleset(uid, resolvers).toUtf8());
+        !loaded)
+        return std::unexpected(loaded.error());
+    auto listed = listTable();
+    if (!listed)
+        return std::unexpected(listed.error());
+    auto table = normalisedTable(*listed);
+    if (!table || table->isEmpty())
+        return fail(Kind::Unavailable,
+                    QStringLiteral("`nft -j list table inet sandcastle` printed no table this "
+                                   "version can read (%1)")
+                        .arg(QString::fromUtf8(listed->left(200))));
+    loadedTable = *table;
+    return {};
+}
+
 } // namespace
 
 Result<void> installHostFilter(const QStringList &dnsServers) {
@@ -139,34 +346,42 @@ Result<void> installHostFilter(const QStringList &dnsServers) {
         return fail(Kind::Unavailable,
                     QStringLiteral("the user %1 is missing; run packaging/deps.sh (it creates it)")
                         .arg(QLatin1String(kNetUser)));
-    auto loaded = run(QStringLiteral("nft"), {QStringLiteral("-f"), QStringLiteral("-")},
-                      hostRuleset(user->uid, dnsServers).toUtf8());
-    if (!loaded)
-        return std::unexpected(loaded.error());
-    return {};
+    QMutexLocker locked(&filterMutex);
+    return loadTable(user->uid, dnsServers);
 }
 
 Result<void> ensureHostFilter(const QStringList &dnsServers) {
     auto user = netUser();
-    if (!user)
+    if (geteuid() != 0 || !user)
         return installHostFilter(dnsServers); // says what is missing
-    auto table = run(QStringLiteral("nft"), {QStringLiteral("list"), QStringLiteral("table"),
-                                             QStringLiteral("inet"), QStringLiteral("sandcastle")});
-    const QString listed = table ? QString::fromUtf8(*table) : QString();
-    bool whole = table &&
-                 listed.contains(QStringLiteral("meta skuid %1 jump sandbox").arg(user->uid)) &&
-                 listed.contains(QStringLiteral("fib daddr type local")) &&
-                 listed.contains(QStringLiteral("dport { 25, 465, 587 }"));
-    for (const QString &server : dnsServers)
-        whole =
-            whole && listed.contains(QRegularExpression(
-                         QStringLiteral("[ {]%1[,\\s}]").arg(QRegularExpression::escape(server))));
-    if (whole)
+    QMutexLocker locked(&filterMutex);
+    // The whole table, not a few rules in it: an accept rule put in front
+    // of the rejects, a range taken out of a set or an address added to
+    // the DNS set leaves every rule this filter needs in place.
+    QString why;
+    if (loadedTable.isEmpty()) {
+        why = QStringLiteral("not loaded by this process yet");
+    } else if (auto listed = listTable(); !listed) {
+        why = QStringLiteral("gone, or nft cannot list it: ") + listed.error().message;
+    } else if (auto table = normalisedTable(*listed); !table) {
+        why = QStringLiteral("its listing cannot be read");
+    } else if (why = tableDifference(loadedTable, *table); why.isEmpty()) {
+        const QStringList known = dnsSetElements(*table);
+        for (const QString &server : dnsServers) {
+            if (!known.contains(server))
+                why = QStringLiteral("a resolver is new: ") + server;
+        }
+    }
+    if (why.isEmpty())
         return {};
-    // Removed by hand, by `nft flush ruleset` or a firewall reload, or a
-    // resolver is new: load it again (the same transaction as at start).
-    qInfo().noquote() << "host filter: loading it again (it was changed, or a resolver is new)";
-    return installHostFilter(dnsServers);
+    // Removed by hand, by `nft flush ruleset` or a firewall reload,
+    // changed, or a resolver is new: load it again, whole. While it cannot
+    // be loaded (the engine retries every few seconds), say so once.
+    if (why != lastReload)
+        qInfo().noquote() << "host filter: loading it again (" + why + ")";
+    auto loaded = loadTable(user->uid, dnsServers);
+    lastReload = loaded ? QString() : why;
+    return loaded;
 }
 
 QString passtSocket(const QString &dir) {
@@ -229,10 +444,13 @@ void stopPasst(const QString &dir) {
     const QString netDir = dir + QStringLiteral("/net");
     const QByteArray socket = passtSocket(dir).toLocal8Bit();
     // Only our passt: a pid may have been reused since it was written, so
-    // its command line must name this sandbox's socket.
+    // it must have been started with `--socket` and this sandbox's socket.
+    // Not just name it: QEMU's command line names it too, and a second call
+    // (the pid file's passt already gone) would have stopped the VM.
     auto ours = [&](int pid) {
         QFile cmdline(QStringLiteral("/proc/%1/cmdline").arg(pid));
-        return pid > 1 && cmdline.open(QIODevice::ReadOnly) && cmdline.readAll().contains(socket);
+        return pid > 1 && cmdline.open(QIODevice::ReadOnly) &&
+               cmdline.readAll().contains(QByteArray("\0--socket\0", 10) + socket + '\0');
     };
     QFile pidFile(netDir + QStringLiteral("/passt.pid"));
     if (pidFile.open(QIODevice::ReadOnly)) {

@@ -9,7 +9,10 @@
 
 #include "../errors.h"
 
+#include <QJsonArray>
 #include <QStringList>
+
+#include <optional>
 
 namespace sandcastle::egress {
 
@@ -27,8 +30,32 @@ QStringList blockedRanges6();
 QList<int> blockedTcpPorts();
 
 /// The nftables ruleset of the host filter, for `uid`, letting DNS through
-/// to `dnsServers` only. Pure; replaces any earlier copy of the table.
+/// to `dnsServers` only. Pure; replaces any earlier copy of the table whole
+/// (whatever was added to it, or taken away, is gone), in one transaction.
 QString hostRuleset(uint uid, const QStringList &dnsServers);
+
+/// Where every Sandcastle service on this host lists the resolvers it gave
+/// sandboxes (one IPv4 address a line). The table is host-wide and each
+/// load replaces it whole, so its DNS set is filled from this list: one
+/// service's load keeps another's resolvers, and an address added to the
+/// set by hand is dropped. In /run: gone at a reboot, like the table.
+inline constexpr char kResolverList[] = "/run/sandcastle/resolvers";
+
+/// Adds `servers` to the list in `file` (written first with `seed`, what
+/// the set held, when there is no list yet) and returns the whole list.
+/// Lines that are not IPv4 addresses are ignored: they go into nft's input.
+QStringList recordResolvers(const QString &file, const QStringList &servers,
+                            const QStringList &seed = {});
+
+/// A listing of the table (`nft -j list table inet sandcastle`) reduced to
+/// what the filter does: no metainfo, no handles, no counter values, set
+/// elements sorted. nullopt when the text is no such listing.
+std::optional<QJsonArray> normalisedTable(const QByteArray &nftJson);
+/// What differs between two normalised listings, for the log; empty when
+/// they are the same.
+QString tableDifference(const QJsonArray &expected, const QJsonArray &listed);
+/// The IPv4 addresses in the set `dns4` of a normalised listing.
+QStringList dnsSetElements(const QJsonArray &table);
 
 /// The IPv4 name servers of a resolv.conf file, loopback ones left out.
 QStringList nameServers(const QString &resolvConf);
@@ -40,8 +67,11 @@ QStringList hostDnsServers();
 /// loads the table. Without it no sandbox gets a network.
 Result<void> installHostFilter(const QStringList &dnsServers);
 
-/// Checks the host filter is loaded whole and knows `dnsServers`; loads it
-/// again when not (a firewall reload or `nft flush ruleset` removes it).
+/// Checks the host filter is loaded and is, rule for rule and element for
+/// element, what this process saw right after its last load (another
+/// service's load of the same table is the same), and knows `dnsServers`.
+/// Loads it again when not: a firewall reload or `nft flush ruleset`
+/// removes it; a rule or set element added, changed or removed by hand.
 Result<void> ensureHostFilter(const QStringList &dnsServers);
 
 /// Where a sandbox's passt listens (the longest path in its folder).

@@ -176,8 +176,17 @@ Result<void> Engine::open() {
     if (!opened)
         notOpen_ = opened.error().message;
     if (open_ && ownBackend_) {
-        if (auto filter = egress::installHostFilter(dnsServers()); !filter)
+        if (auto filter = egress::installHostFilter(dnsServers()); !filter) {
             netProblem_ = filter.error().message;
+            // Fail closed from the start: the passt of a sandbox that ran
+            // on from the last run would send its traffic unfiltered. Its
+            // network is cut, as when the filter goes away later. As root
+            // the filter may load later (nft fixed, its modules back):
+            // checkNetwork keeps trying.
+            filterMissing_ = geteuid() == 0;
+            for (const QString &id : sandboxFolders())
+                egress::stopPasst(sandboxDir(id));
+        }
     }
     return opened;
 }
@@ -188,7 +197,7 @@ QStringList Engine::dnsServers() const {
 }
 
 QFuture<Result<void>> Engine::checkNetwork() {
-    if (!open_ || !ownBackend_ || (!netProblem_.isEmpty() && !netLost_))
+    if (!open_ || !ownBackend_ || (!netProblem_.isEmpty() && !filterMissing_))
         return readyFuture<Result<void>>({});
     QStringList dirs;
     for (const auto &box : std::as_const(sandboxes_)) {
@@ -196,24 +205,38 @@ QFuture<Result<void>> Engine::checkNetwork() {
             dirs << sandboxDir(box->info.id);
     }
     // No passt runs: nothing to guard (every create checks for itself).
-    if (dirs.isEmpty() && !netLost_)
+    if (dirs.isEmpty() && !filterMissing_)
         return readyFuture<Result<void>>({});
-    return runInPool(&pool_, [dns = dnsServers()] { return egress::ensureHostFilter(dns); })
-        .then(this, [this, dirs](Result<void> r) -> Result<void> {
+    return runInPool(&pool_,
+                     [dns = dnsServers(), dirs] {
+                         auto r = egress::ensureHostFilter(dns);
+                         // Fail closed: without the filter no sandbox keeps a
+                         // way out. Off the event loop: without a pid file,
+                         // stopPasst reads every process's command line.
+                         if (!r) {
+                             for (const QString &dir : dirs)
+                                 egress::stopPasst(dir);
+                         }
+                         return r;
+                     })
+        .then(this, [this](Result<void> r) -> Result<void> {
             if (r) {
-                if (netLost_)
+                if (filterMissing_) {
                     netProblem_.clear();
-                netLost_ = false;
+                    qInfo().noquote() << "host filter: loaded; sandboxes can have internet "
+                                         "access again";
+                }
+                filterMissing_ = false;
                 return r;
             }
-            // Fail closed: without the filter no sandbox keeps a way out.
-            netLost_ = true;
-            netProblem_ = QStringLiteral("the host filter is gone and cannot be loaded again "
-                                         "(%1); sandbox networks were cut")
-                              .arg(r.error().message);
-            for (const QString &dir : dirs)
-                egress::stopPasst(dir);
-            return r;
+            const QString problem = QStringLiteral("the host filter is not loaded and cannot be "
+                                                   "loaded (%1); sandbox networks were cut")
+                                        .arg(r.error().message);
+            if (problem != netProblem_) // once, not at every check while it lasts
+                qWarning().noquote() << "sandbox networking:" << problem;
+            filterMissing_ = true;
+            netProblem_ = problem;
+            return fail(r.error().kind, problem);
         });
 }
 

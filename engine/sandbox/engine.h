@@ -77,9 +77,11 @@ public:
     QString accelReason() const { return accelReason_; }
     /// Empty when sandboxes can have a network; else why not.
     QString networkProblem() const { return netProblem_; }
-    /// Checks the host filter is still loaded and loads it again if not;
-    /// if that fails, cuts every sandbox's network (fail closed). The
-    /// service calls it with every reconciliation.
+    /// Checks the host filter is still loaded and unchanged, and loads it
+    /// again if not; if that fails, cuts every sandbox's network (fail
+    /// closed). After it failed to load (at start too) it keeps trying, and
+    /// once it loads, creates with internet work again. The service calls
+    /// it with every reconciliation; a failure is logged once.
     QFuture<Result<void>> checkNetwork();
     /// The resolvers sandboxes get now (the setting, else the host's).
     QStringList dnsServers() const;
@@ -87,7 +89,8 @@ public:
     QFuture<Result<SandboxInfo>> create(const CreateOptions &options);
     /// Takes over a sandbox whose VM outlived an earlier run of the app:
     /// reconnects to its agent. Fails if the VM or its agent does not answer.
-    /// `internet`: it was created with a network (its passt still runs).
+    /// `internet`: it was created with a network (its passt still runs,
+    /// unless open() stopped it: the host filter could not be loaded).
     QFuture<Result<SandboxInfo>> attach(const QString &id, const QString &size, const QString &name,
                                         bool internet, int timeoutMs = 30000);
     QFuture<Result<ExecResult>> exec(const QString &id, const ExecRequest &request);
@@ -157,7 +160,9 @@ private:
     QString notOpen_ = QStringLiteral("VMs are not available: the engine is not open");
     QString accelReason_;
     QString netProblem_;
-    bool netLost_ = false; // netProblem_ comes from a failed check, not from start
+    // The host filter should be loaded but is not (it failed to load, at
+    // start or later): no passt may run, and checkNetwork keeps trying.
+    bool filterMissing_ = false;
     GuestImage image_;
     QThreadPool pool_;
     QHash<QString, std::shared_ptr<Sandbox>> sandboxes_;
