@@ -116,6 +116,15 @@ private:
         // passed the gate with a key gets this far.
         if (unanswered_ > 0 && phase_ == Phase::Head)
             return;
+        if (drainLeft_ >= 0) { // the rest of a body answered 413
+            drainLeft_ -= socket_->bytesAvailable();
+            socket_->readAll();
+            if (drainLeft_ <= 0)
+                socket_->disconnectFromHost();
+            else
+                deadline_.start(gate_->limits_.idleTimeoutMs);
+            return;
+        }
         // Otherwise QtHttpServer has read everything before: what is
         // available now is what just arrived.
         QByteArray data = socket_->peek(socket_->bytesAvailable());
@@ -193,6 +202,11 @@ private:
             return {};
         }
         judge(head);
+        if (drainLeft_ >= 0) { // refuse() dropped what came with the head
+            drainLeft_ -= rest.size();
+            if (drainLeft_ <= 0)
+                socket_->disconnectFromHost();
+        }
         return closing_ ? QByteArray() : rest;
     }
 
@@ -217,8 +231,14 @@ private:
         if (!ok || size < 0 || length.startsWith('+'))
             return refuse(refusal(400, QStringLiteral("bad_request"),
                                   QStringLiteral("Content-Length is not a number")));
-        if (size > limit_)
+        if (size > limit_) {
+            // A key holder's client is sending that body now: it is read
+            // and dropped, never buffered, and the connection closed at its
+            // end, so the client gets to read the 413 (many report a reset
+            // instead when the server closes while they still send).
+            drainLeft_ = size;
             return refuse(tooLarge());
+        }
         bodyLeft_ = size;
         phase_ = Phase::Body;
         if (size == 0)
@@ -273,6 +293,10 @@ private:
     }
 
     void expired() {
+        if (drainLeft_ >= 0) {
+            socket_->disconnectFromHost();
+            return;
+        }
         if (phase_ == Phase::Head && !headStarted_) {
             socket_->disconnectFromHost(); // nothing begun: close quietly
             return;
@@ -298,7 +322,10 @@ private:
         for (const auto &[name, value] : verdict.headers)
             out += name + ": " + value + "\r\n";
         socket_->write(out + "\r\n" + body);
-        socket_->disconnectFromHost();
+        if (drainLeft_ >= 0)
+            deadline_.start(gate_->limits_.idleTimeoutMs);
+        else
+            socket_->disconnectFromHost();
     }
 
     QPointer<RequestGate> gate_;
@@ -311,6 +338,7 @@ private:
     bool closing_ = false;
     bool served_ = false; // a whole request came in on this connection
     qint64 bodyLeft_ = 0;
+    qint64 drainLeft_ = -1; // >= 0: bytes of a refused body still to drop
     qint64 limit_ = 0;
     int unanswered_ = 0;
 };

@@ -102,10 +102,25 @@ private slots:
             auto s = connectSocket();
             QVERIFY(s);
             s->write(c.request);
-            const QByteArray answer = readUntilClosed(s.get(), 20000);
+            // A key holder's oversized body is read and dropped as it comes
+            // (so the client can read the 413): that connection stays open
+            // for the body it announced. Every other refusal closes it.
+            const bool drains = c.status == 413;
+            QByteArray answer;
+            if (drains) {
+                QVERIFY(QTest::qWaitFor(
+                    [&] {
+                        answer += s->readAll();
+                        return answer.endsWith("}}");
+                    },
+                    20000));
+            } else {
+                answer = readUntilClosed(s.get(), 20000);
+            }
             QVERIFY2(statusOf(answer) == c.status, (c.request + "\n->\n" + answer).constData());
             QVERIFY2(answer.contains("\"type\":\"" + c.type + "\""), answer.constData());
-            QVERIFY2(s->state() != QAbstractSocket::ConnectedState, "the connection stays open");
+            QVERIFY2(drains || s->state() != QAbstractSocket::ConnectedState,
+                     "the connection stays open");
         }
         // Refused before the key was known: counted, not logged one by one.
         QCOMPARE(Http(service->base(), service->key()).call("GET", "/sandboxes").status, 200);
@@ -196,7 +211,9 @@ private slots:
         QByteArray answer;
         QVERIFY(QTest::qWaitFor(
             [&] {
-                if (chunks < 12 && big->bytesToWrite() < (1 << 20)) {
+                // Nine MiB, then wait: a client still sending when the
+                // server closes may lose the answer to a reset.
+                if (chunks < 9 && big->bytesToWrite() < (1 << 20)) {
                     big->write(chunk);
                     ++chunks;
                 }

@@ -149,7 +149,7 @@ for i in range(count):
         status = int(answer[9:12]) if answer.startswith(b"HTTP/1.1 ") else 0
         statuses[status] = statuses.get(status, 0) + 1
         if status not in (0, 400, 401, 403, 404, 405, 408, 413, 431):
-            failures.append(("raw", status, answer[:200]))
+            failures.append(("raw", status, answer[:200].decode("latin-1")))
         continue
     method, path, body, headers = generated()
     r = session.request(method, base + path, data=body, headers=headers, timeout=60)
