@@ -303,6 +303,23 @@ private slots:
         QCOMPARE(agent.sessions[0], agent.sessions[1]);
     }
 
+    void announcementsInALoopAreAnsweredAFewTimes() {
+        // A hostile guest announcing itself without end must not make the
+        // host queue Hellos without end (each repeat is 24 bytes).
+        StubAgent agent(path());
+        agent.onHello = [&](const Frame &) {
+            for (int i = 0; i < 50; ++i)
+                agent.ready(0, 0);
+        };
+        GuestChannel channel(path());
+        auto hello = channel.connectToAgent(2000);
+        auto r = await(hello);
+        QVERIFY(!r); // it never said Ready for our session
+        QVERIFY2(agent.sessions.size() <= 1 + 8,
+                 qPrintable(QString::number(agent.sessions.size())));
+        QVERIFY(agent.sessions.size() >= 2); // it was answered at all
+    }
+
     void anOlderAgentIsToldToRebuild() {
         StubAgent agent(path());
         agent.onHello = [&](const Frame &hello) {

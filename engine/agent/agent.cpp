@@ -110,8 +110,10 @@ std::string startFailure(int stage, const std::string &cwd) {
     sigprocmask(SIG_SETMASK, &none, nullptr);
     signal(SIGPIPE, SIG_DFL);
     setsid();
-    int devnull = open("/dev/null", O_RDONLY);
-    dup2(devnull, 0);
+    // Close-on-exec: only its copy at fd 0 reaches the command.
+    const int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (devnull < 0 || dup2(devnull, 0) < 0)
+        close(0); // no stdin rather than the agent's own
     dup2(out, 1);
     dup2(err, 2);
     auto fail = [&](int stage) {

@@ -321,6 +321,7 @@ QFuture<Result<QString>> GuestChannel::connectToAgent(int timeoutMs) {
     auto hello = std::make_unique<HelloPending>(session_);
     auto future = hello->future();
     reader_ = proto::FrameReader();
+    helloRepeats_ = 0;
     helloId_ = add(std::move(hello));
     const quint32 id = helloId_;
     QTimer::singleShot(timeoutMs, this, [this, id, timeoutMs] {
@@ -365,11 +366,13 @@ void GuestChannel::handshake(const Frame &f) {
     bool done = false;
     if (f.type == Type::Ready && f.id == 0) {
         // The agent announces itself when it starts; our Hello may have
-        // come before it listened. Say it again: a repeat is harmless.
+        // come before it listened. Say it again: a repeat is harmless. A
+        // few times only: a guest that announces itself in a loop and
+        // reads nothing would pile our Hellos up in the socket's buffer.
         if (const ReadyInfo ready = readReady(f); ready.version != proto::kVersion) {
             hello.fail(rebuildImage(ready.version));
             done = true;
-        } else {
+        } else if (++helloRepeats_ <= kMaxHelloRepeats && socket_.bytesToWrite() < 4096) {
             sendHello();
         }
     } else if (f.type == Type::Ready && f.id == helloId_) {
@@ -378,7 +381,7 @@ void GuestChannel::handshake(const Frame &f) {
                proto::PayloadReader(f.payload).u32() ==
                    uint32_t(proto::ErrorCode::UnsupportedVersion)) {
         // An agent that does not speak our version refuses our Hello. Other
-        // errors with this id are an earlier session's.
+        // errors with this id may be an earlier session's (ids repeat).
         hello.fail({Kind::Unavailable,
                     QStringLiteral("the guest agent does not speak protocol version %1 (%2): "
                                    "rebuild the guest image")

@@ -82,6 +82,8 @@ private:
     quint32 nextId_ = 1;
     std::unordered_map<quint32, std::unique_ptr<Pending>> pending_;
     quint32 helloId_ = 0;
+    int helloRepeats_ = 0; // Hellos said again this connect
+    static constexpr int kMaxHelloRepeats = 8;
     quint64 session_ = 0; // this connection's nonce, named in Hello and Ready
     QTimer retry_;
     bool up_ = false;
