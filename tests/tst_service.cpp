@@ -307,6 +307,10 @@ private slots:
         auto outcome = await(service->create(accountId, request));
         libvirt->failStarts.clear();
         QVERIFY(!outcome);
+        // passt sandboxes itself in a user namespace, which a chroot (CI's
+        // fresh root) may not create: then there is no passt to leave.
+        if (outcome.error().message.contains(QLatin1String("user namespace")))
+            QSKIP(qPrintable(QStringLiteral("passt cannot run here: ") + outcome.error().message));
         QVERIFY2(outcome.error().message.contains(QLatin1String("unexpectedly closed")),
                  qPrintable(outcome.error().message));
         const QString sandboxes = dir.path() + QStringLiteral("/sandboxes/");
