@@ -187,29 +187,26 @@ Result<quint16> ApiServer::start(const QHostAddress &address, quint16 port) {
 }
 
 GateVerdict ApiServer::admit(const RequestHead &head) const {
-    GateVerdict verdict;
-    const auto refuse = [&verdict](int status, const QString &type, const QString &message) {
-        verdict.status = status;
-        verdict.error = errorJson(type, message);
-        return verdict;
-    };
     if (auto foreign = foreignRequest(head.headers)) {
         ++refusedForeign;
-        return refuse(403, QStringLiteral("forbidden"), *foreign);
+        return refusal(403, QStringLiteral("forbidden"), *foreign);
     }
     // Nothing outside the API is served: answered here, so no path lets
     // a client without a key send a body or hold a connection.
     if (head.path != QLatin1String("/mcp") && head.path != QLatin1String("/v1") &&
         !head.path.startsWith(QLatin1String("/v1/")))
-        return refuse(404, QStringLiteral("not_found"),
-                      QStringLiteral("no such endpoint %1: the API lives under /v1 (see "
-                                     "docs/api.md)")
-                          .arg(head.path.left(200)));
+        return refusal(404, QStringLiteral("not_found"),
+                       QStringLiteral("no such endpoint %1: the API lives under /v1 (see "
+                                      "docs/api.md)")
+                           .arg(head.path.left(200)));
     if (auto account = accountOf(head.headers); !account) {
         ++refusedUnauthenticated;
-        verdict.headers = {{"WWW-Authenticate", "Bearer"}};
-        return refuse(401, QStringLiteral("unauthorized"), account.error().message);
+        GateVerdict unauthorized =
+            refusal(401, QStringLiteral("unauthorized"), account.error().message);
+        unauthorized.headers = {{"WWW-Authenticate", "Bearer"}};
+        return unauthorized;
     }
+    GateVerdict verdict;
     // Only file uploads may be larger than a JSON body (/mcp included).
     verdict.bodyLimit = head.method == "PUT" && head.path.endsWith(QLatin1String("/files"))
                             ? service_->engine()->config().fileSizeLimit

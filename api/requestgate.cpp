@@ -39,14 +39,27 @@ QByteArray reasonPhrase(int status) {
     }
 }
 
+/// The whole answer to a refused request; the connection closes after it.
+QByteArray responseFor(const GateVerdict &verdict) {
+    const QByteArray body = QJsonDocument(verdict.error).toJson(QJsonDocument::Compact);
+    QByteArray out = "HTTP/1.1 " + QByteArray::number(verdict.status) + ' ' +
+                     reasonPhrase(verdict.status) +
+                     "\r\nContent-Type: application/json\r\nConnection: close\r\n"
+                     "Cache-Control: no-store\r\nContent-Length: " +
+                     QByteArray::number(body.size()) + "\r\n";
+    for (const auto &[name, value] : verdict.headers)
+        out += name + ": " + value + "\r\n";
+    return out + "\r\n" + body;
+}
+
+} // namespace
+
 GateVerdict refusal(int status, const QString &type, const QString &message) {
     GateVerdict v;
     v.status = status;
     v.error = errorJson(type, message);
     return v;
 }
-
-} // namespace
 
 bool parseRequestHead(const QByteArray &head, RequestHead *out) {
     const QList<QByteArray> lines = head.split('\n');
@@ -184,23 +197,19 @@ private:
                            QStringLiteral("lines of an HTTP head end with CRLF")));
             return {};
         }
-        if (end < 0) {
-            if (head_.size() > gate_->limits_.maxHeadBytes)
-                refuse(refusal(431, QStringLiteral("headers_too_large"),
-                               QStringLiteral("the request's head is over %1 bytes")
-                                   .arg(gate_->limits_.maxHeadBytes)));
-            return {};
-        }
-        const QByteArray rest = head_.mid(end + 4);
-        const QByteArray head = head_.left(end);
-        head_.clear();
-        headStarted_ = false;
-        if (head.size() > gate_->limits_.maxHeadBytes) {
+        // Whole or not yet, a head over the limit is refused.
+        if ((end < 0 ? head_.size() : end) > gate_->limits_.maxHeadBytes) {
             refuse(refusal(431, QStringLiteral("headers_too_large"),
                            QStringLiteral("the request's head is over %1 bytes")
                                .arg(gate_->limits_.maxHeadBytes)));
             return {};
         }
+        if (end < 0)
+            return {};
+        const QByteArray rest = head_.mid(end + 4);
+        const QByteArray head = head_.left(end);
+        head_.clear();
+        headStarted_ = false;
         judge(head);
         if (drainLeft_ >= 0) { // refuse() dropped what came with the head
             drainLeft_ -= rest.size();
@@ -313,15 +322,7 @@ private:
         closing_ = true;
         deadline_.stop();
         socket_->readAll(); // keep QtHttpServer from parsing what arrived
-        const QByteArray body = QJsonDocument(verdict.error).toJson(QJsonDocument::Compact);
-        QByteArray out = "HTTP/1.1 " + QByteArray::number(verdict.status) + ' ' +
-                         reasonPhrase(verdict.status) +
-                         "\r\nContent-Type: application/json\r\nConnection: close\r\n"
-                         "Cache-Control: no-store\r\nContent-Length: " +
-                         QByteArray::number(body.size()) + "\r\n";
-        for (const auto &[name, value] : verdict.headers)
-            out += name + ": " + value + "\r\n";
-        socket_->write(out + "\r\n" + body);
+        socket_->write(responseFor(verdict));
         if (drainLeft_ >= 0)
             deadline_.start(gate_->limits_.idleTimeoutMs);
         else
@@ -362,15 +363,13 @@ void RequestGate::incomingConnection(qintptr descriptor) {
             qWarning().noquote() << "more than" << limits_.maxConnections
                                  << "connections open: refusing new ones (503); the setting "
                                     "max_connections raises the limit";
-        const QByteArray body =
-            QJsonDocument(errorJson(QStringLiteral("unavailable"),
-                                    QStringLiteral("too many open connections (max_connections "
-                                                   "is %1); close idle ones and retry")
-                                        .arg(limits_.maxConnections)))
-                .toJson(QJsonDocument::Compact);
-        socket->write("HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
-                      "Connection: close\r\nRetry-After: 1\r\nContent-Length: " +
-                      QByteArray::number(body.size()) + "\r\n\r\n" + body);
+        GateVerdict busy =
+            refusal(503, QStringLiteral("unavailable"),
+                    QStringLiteral("too many open connections (max_connections is %1); close "
+                                   "idle ones and retry")
+                        .arg(limits_.maxConnections));
+        busy.headers = {{"Retry-After", "1"}};
+        socket->write(responseFor(busy));
         socket->disconnectFromHost();
         return;
     }

@@ -59,6 +59,9 @@ private:
     int open_ = 0;
 };
 
+/// A verdict that answers `status` with the error `type` and `message`.
+GateVerdict refusal(int status, const QString &type, const QString &message);
+
 /// Splits a head ("GET /p HTTP/1.1\r\nName: v\r\n...") into its parts;
 /// false when it is not HTTP/1.x. Exposed for tests.
 bool parseRequestHead(const QByteArray &head, RequestHead *out);

@@ -202,6 +202,15 @@ Result<AccountRecord> Store::createAccount(const QString &name, qint64 creditMic
     Transaction t(*this);
     if (auto ok = t.begun(); !ok)
         return std::unexpected(ok.error());
+    auto a = insertAccount(name, creditMicros);
+    if (!a)
+        return a;
+    if (auto ok = t.commit(); !ok)
+        return std::unexpected(ok.error());
+    return a;
+}
+
+Result<AccountRecord> Store::insertAccount(const QString &name, qint64 creditMicros) {
     AccountRecord a{QStringLiteral("acct_") + randomBase32(12), name, 0, nowMs()};
     if (auto q = run(QStringLiteral("INSERT INTO accounts(id, name, balance_micros, created_at)"
                                     " VALUES(?, ?, 0, ?)"),
@@ -214,15 +223,13 @@ Result<AccountRecord> Store::createAccount(const QString &name, qint64 creditMic
             return std::unexpected(balance.error());
         a.balanceMicros = *balance;
     }
-    if (auto ok = t.commit(); !ok)
-        return std::unexpected(ok.error());
     return a;
 }
 
 Result<std::optional<std::pair<KeyRecord, QString>>>
 Store::ensureFirstAccount(const QString &name, qint64 creditMicros) {
-    // createAccount and createKey open transactions of their own; SQLite
-    // has no nested ones, so this checks and makes all three in one.
+    // createAccount opens a transaction of its own and SQLite has no
+    // nested ones: this checks and makes account, credit and key in one.
     Transaction t(*this);
     if (auto ok = t.begun(); !ok)
         return std::unexpected(ok.error());
@@ -233,17 +240,10 @@ Store::ensureFirstAccount(const QString &name, qint64 creditMicros) {
                   : count.error());
     if (count->value(0).toLongLong() > 0)
         return std::nullopt;
-    const QString id = QStringLiteral("acct_") + randomBase32(12);
-    if (auto q = run(QStringLiteral("INSERT INTO accounts(id, name, balance_micros, created_at)"
-                                    " VALUES(?, ?, 0, ?)"),
-                     {id, name, nowMs()});
-        !q)
-        return std::unexpected(q.error());
-    if (creditMicros != 0) {
-        if (auto b = addCreditIn(id, creditMicros, QStringLiteral("initial credit")); !b)
-            return std::unexpected(b.error());
-    }
-    auto key = insertKey(id, QStringLiteral("first key"));
+    auto account = insertAccount(name, creditMicros);
+    if (!account)
+        return std::unexpected(account.error());
+    auto key = insertKey(account->id, QStringLiteral("first key"));
     if (!key)
         return std::unexpected(key.error());
     if (auto ok = t.commit(); !ok)

@@ -139,6 +139,7 @@ private:
     /// meter()'s work inside the caller's transaction; `onlyId`: one sandbox.
     Result<QList<ChargeOutcome>> meterIn(qint64 now, const QString &onlyId);
     Result<qint64> addCreditIn(const QString &accountId, qint64 micros, const QString &note);
+    Result<AccountRecord> insertAccount(const QString &name, qint64 creditMicros);
     Result<std::pair<KeyRecord, QString>> insertKey(const QString &accountId, const QString &name);
     QSqlDatabase db() const;
 
